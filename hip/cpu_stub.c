@@ -1,0 +1,76 @@
+/*
+ * The C ABI on the cpu platform (no device toolchain): every entry point
+ * exists, so the safe crate links the same way everywhere, and every one
+ * that would touch a device returns HIPKERN_ERROR_NO_TOOLCHAIN. Including
+ * hipkern.h makes the C compiler check each definition against its
+ * declaration.
+ */
+#include "hipkern.h"
+
+#define NT return HIPKERN_ERROR_NO_TOOLCHAIN
+
+int32_t hipkern_abi_version(void) { return HIPKERN_ABI_VERSION; }
+const char *hipkern_platform(void) { return "cpu"; }
+const char *hipkern_compiled_archs(void) { return ""; }
+int32_t hipkern_runtime_version(int32_t *v) { if (v) *v = 0; NT; }
+int32_t hipkern_driver_version(int32_t *v) { if (v) *v = 0; NT; }
+
+const char *hipkern_error_name(int32_t s) {
+  switch (s) {
+    case HIPKERN_SUCCESS: return "HIPKERN_SUCCESS";
+    case HIPKERN_ERROR_INVALID_ARGUMENT: return "HIPKERN_ERROR_INVALID_ARGUMENT";
+    case HIPKERN_ERROR_NO_TOOLCHAIN: return "HIPKERN_ERROR_NO_TOOLCHAIN";
+    case HIPKERN_ERROR_OVERFLOW: return "HIPKERN_ERROR_OVERFLOW";
+    default: return "HIPKERN_ERROR_UNKNOWN";
+  }
+}
+
+const char *hipkern_error_string(int32_t s) {
+  switch (s) {
+    case HIPKERN_SUCCESS: return "no error";
+    case HIPKERN_ERROR_INVALID_ARGUMENT: return "invalid argument passed to a hipkern entry point";
+    case HIPKERN_ERROR_NO_TOOLCHAIN: return "hipkern was built for the cpu platform, without device code";
+    case HIPKERN_ERROR_OVERFLOW: return "a size computation would overflow";
+    default: return "unknown status (the cpu build has no device runtime)";
+  }
+}
+
+int32_t hipkern_get_last_error(void) { return HIPKERN_SUCCESS; }
+int32_t hipkern_device_count(int32_t *c) { if (c) *c = 0; NT; }
+int32_t hipkern_get_device_properties(int32_t d, hipkern_device_props *p) { (void)d; (void)p; NT; }
+int32_t hipkern_set_device(int32_t d) { (void)d; NT; }
+int32_t hipkern_get_device(int32_t *d) { (void)d; NT; }
+int32_t hipkern_device_synchronize(void) { NT; }
+int32_t hipkern_mem_get_info(size_t *f, size_t *t) { (void)f; (void)t; NT; }
+int32_t hipkern_malloc(void **p, size_t b) { if (p) *p = 0; (void)b; NT; }
+int32_t hipkern_free(void *p) { (void)p; NT; }
+int32_t hipkern_malloc_host(void **p, size_t b) { if (p) *p = 0; (void)b; NT; }
+int32_t hipkern_free_host(void *p) { (void)p; NT; }
+int32_t hipkern_memcpy(void *d, const void *s, size_t b, hipkern_memcpy_kind k) {
+  (void)d; (void)s; (void)b; (void)k; NT;
+}
+int32_t hipkern_memcpy_async(void *d, const void *s, size_t b, hipkern_memcpy_kind k, void *st) {
+  (void)d; (void)s; (void)b; (void)k; (void)st; NT;
+}
+int32_t hipkern_memset(void *d, int32_t v, size_t b) { (void)d; (void)v; (void)b; NT; }
+int32_t hipkern_memset_async(void *d, int32_t v, size_t b, void *s) {
+  (void)d; (void)v; (void)b; (void)s; NT;
+}
+int32_t hipkern_stream_create(void **s) { if (s) *s = 0; NT; }
+int32_t hipkern_stream_destroy(void *s) { (void)s; NT; }
+int32_t hipkern_stream_synchronize(void *s) { (void)s; NT; }
+int32_t hipkern_stream_wait_event(void *s, void *e) { (void)s; (void)e; NT; }
+int32_t hipkern_event_create(void **e) { if (e) *e = 0; NT; }
+int32_t hipkern_event_destroy(void *e) { (void)e; NT; }
+int32_t hipkern_event_record(void *e, void *s) { (void)e; (void)s; NT; }
+int32_t hipkern_event_synchronize(void *e) { (void)e; NT; }
+int32_t hipkern_event_elapsed_time(float *ms, void *a, void *b) { (void)ms; (void)a; (void)b; NT; }
+int32_t hipkern_fill_u32(uint32_t *d, size_t n, uint32_t v, void *s) {
+  (void)d; (void)n; (void)v; (void)s; NT;
+}
+int32_t hipkern_fill_u64(uint64_t *d, size_t n, uint64_t v, void *s) {
+  (void)d; (void)n; (void)v; (void)s; NT;
+}
+int32_t hipkern_iota_u32(uint32_t *d, size_t n, uint32_t a, uint32_t st, void *s) {
+  (void)d; (void)n; (void)a; (void)st; (void)s; NT;
+}

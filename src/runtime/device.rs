@@ -1,0 +1,241 @@
+//! Devices: an `Arc`-shared handle per GPU ordinal.
+use super::buffer::{DeviceBuffer, DeviceRepr};
+use super::error::{check, cstr_lossy, Error, Result};
+use super::stream::Stream;
+use hipkern_sys as sys;
+use std::sync::{Arc, Mutex};
+
+/// Static properties of a device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceProperties {
+    /// Marketing name.
+    pub name: String,
+    /// Architecture: `gfx1201` on AMD, `sm_90` on NVIDIA.
+    pub arch_name: String,
+    /// Global memory in bytes.
+    pub total_memory: u64,
+    /// Compute units (AMD) or streaming multiprocessors (NVIDIA).
+    pub multiprocessors: i32,
+    /// Wavefront or warp size.
+    pub warp_size: i32,
+    /// Compute capability or gfx version, major part.
+    pub major: i32,
+    /// Minor part.
+    pub minor: i32,
+    /// Shared memory (LDS) per block in bytes.
+    pub shared_mem_per_block: u64,
+    /// Largest block.
+    pub max_threads_per_block: i32,
+    /// PCI bus id.
+    pub pci_bus_id: i32,
+}
+
+pub(crate) struct DeviceInner {
+    pub(crate) ordinal: i32,
+    pub(crate) props: DeviceProperties,
+    /// Errors from frees in `Drop` (which cannot return them), kept for
+    /// `Device::take_free_errors` instead of being lost or panicking.
+    pub(crate) free_errors: Mutex<Vec<Error>>,
+}
+
+/// One GPU. Cheap to clone (an `Arc`); buffers and streams keep theirs alive.
+///
+/// Nothing is global: every operation binds this device on the calling
+/// thread first (`hipSetDevice`), so a process may hold one `Device` per GPU
+/// and use them from any threads.
+#[derive(Clone)]
+pub struct Device {
+    pub(crate) inner: Arc<DeviceInner>,
+}
+
+// Send/Sync: the handle is an ordinal, immutable properties and a Mutex.
+// The HIP/CUDA runtime API is thread-safe, and each call re-binds the
+// ordinal on its own thread, so no state is shared across threads unsafely.
+// (Arc<DeviceInner> is already Send + Sync; this comment records why that is
+// sound for the runtime, too.)
+
+impl std::fmt::Debug for Device {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Device({}: {})",
+            self.inner.ordinal, self.inner.props.name
+        )
+    }
+}
+
+/// The platform this build is for: "amd", "nvidia" or "cpu".
+pub fn platform() -> &'static str {
+    hipkern_sys::PLATFORM
+}
+
+/// The device architectures compiled in (empty on cpu).
+pub fn compiled_archs() -> Vec<String> {
+    // SAFETY: returns a static NUL-terminated string.
+    let s = unsafe { cstr_lossy(sys::hipkern_compiled_archs()) };
+    s.split(',')
+        .filter(|a| !a.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The runtime's version number.
+pub fn runtime_version() -> Result<i32> {
+    let mut v = 0;
+    // SAFETY: v is a valid out-pointer.
+    check("hipkern_runtime_version", unsafe {
+        sys::hipkern_runtime_version(&mut v)
+    })?;
+    Ok(v)
+}
+
+/// The installed driver's version (0 when no driver is installed).
+pub fn driver_version() -> Result<i32> {
+    let mut v = 0;
+    // SAFETY: v is a valid out-pointer.
+    check("hipkern_driver_version", unsafe {
+        sys::hipkern_driver_version(&mut v)
+    })?;
+    Ok(v)
+}
+
+/// Number of visible devices, or the runtime's reason there are none.
+pub fn device_count() -> Result<usize> {
+    let mut n = 0;
+    // SAFETY: n is a valid out-pointer.
+    check("hipkern_device_count", unsafe {
+        sys::hipkern_device_count(&mut n)
+    })?;
+    Ok(n.max(0) as usize)
+}
+
+impl Device {
+    /// Opens device `ordinal`. On the cpu platform: `Error::NoToolchain`;
+    /// without a driver or a device: the runtime's own error.
+    pub fn new(ordinal: usize) -> Result<Device> {
+        let n = device_count()?;
+        if ordinal >= n {
+            return Err(Error::NoDevice {
+                reason: format!("device {ordinal} asked for, {n} visible"),
+            });
+        }
+        let ord = ordinal as i32;
+        let mut p = std::mem::MaybeUninit::<sys::hipkern_device_props>::zeroed();
+        // SAFETY: p points to writable storage for one hipkern_device_props.
+        check("hipkern_get_device_properties", unsafe {
+            sys::hipkern_get_device_properties(ord, p.as_mut_ptr())
+        })?;
+        // SAFETY: zeroed is a valid bit pattern for this plain C struct, and the call filled it.
+        let p = unsafe { p.assume_init() };
+        // SAFETY: the C side NUL-terminates both arrays (strncpy of size-1 into zeroed storage).
+        let (name, arch_name) = unsafe {
+            (
+                cstr_lossy(p.name.as_ptr()),
+                cstr_lossy(p.arch_name.as_ptr()),
+            )
+        };
+        let props = DeviceProperties {
+            name,
+            arch_name,
+            total_memory: p.total_global_mem,
+            multiprocessors: p.multiprocessor_count,
+            warp_size: p.warp_size,
+            major: p.major,
+            minor: p.minor,
+            shared_mem_per_block: p.shared_mem_per_block,
+            max_threads_per_block: p.max_threads_per_block,
+            pci_bus_id: p.pci_bus_id,
+        };
+        let dev = Device {
+            inner: Arc::new(DeviceInner {
+                ordinal: ord,
+                props,
+                free_errors: Mutex::new(Vec::new()),
+            }),
+        };
+        dev.bind()?;
+        Ok(dev)
+    }
+
+    /// The ordinal.
+    pub fn ordinal(&self) -> usize {
+        self.inner.ordinal as usize
+    }
+
+    /// Static properties.
+    pub fn properties(&self) -> &DeviceProperties {
+        &self.inner.props
+    }
+
+    /// Makes this device current on the calling thread.
+    pub fn bind(&self) -> Result<()> {
+        // SAFETY: plain call with an ordinal checked at construction.
+        check("hipkern_set_device", unsafe {
+            sys::hipkern_set_device(self.inner.ordinal)
+        })
+    }
+
+    /// Free and total memory in bytes.
+    pub fn memory_info(&self) -> Result<(usize, usize)> {
+        self.bind()?;
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: valid out-pointers.
+        check("hipkern_mem_get_info", unsafe {
+            sys::hipkern_mem_get_info(&mut free, &mut total)
+        })?;
+        Ok((free, total))
+    }
+
+    /// Waits for all work on this device.
+    pub fn synchronize(&self) -> Result<()> {
+        self.bind()?;
+        // SAFETY: plain call.
+        check("hipkern_device_synchronize", unsafe {
+            sys::hipkern_device_synchronize()
+        })
+    }
+
+    /// A new non-blocking stream on this device.
+    pub fn new_stream(&self) -> Result<Stream> {
+        Stream::new(self)
+    }
+
+    /// An uninitialised buffer of `len` elements. Its contents are
+    /// whatever the allocator left: write before reading (tests poison it).
+    pub fn alloc<T: DeviceRepr>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        DeviceBuffer::alloc(self, len)
+    }
+
+    /// A buffer of `len` elements with every byte zero.
+    pub fn alloc_zeroed<T: DeviceRepr>(&self, len: usize) -> Result<DeviceBuffer<T>> {
+        let mut b = DeviceBuffer::alloc(self, len)?;
+        b.memset_zero()?;
+        Ok(b)
+    }
+
+    /// A buffer holding a copy of `host`.
+    pub fn htod_copy<T: DeviceRepr>(&self, host: &[T]) -> Result<DeviceBuffer<T>> {
+        let mut b = DeviceBuffer::alloc(self, host.len())?;
+        b.copy_from_host(host)?;
+        Ok(b)
+    }
+
+    /// Errors that frees in `Drop` met since the last call (normally none).
+    pub fn take_free_errors(&self) -> Vec<Error> {
+        std::mem::take(
+            &mut *self
+                .inner
+                .free_errors
+                .lock()
+                .unwrap_or_else(|e| e.into_inner()),
+        )
+    }
+
+    pub(crate) fn record_free_error(&self, e: Error) {
+        self.inner
+            .free_errors
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(e);
+    }
+}

@@ -1,0 +1,105 @@
+//! The error type of the whole crate.
+use std::ffi::CStr;
+use std::fmt;
+
+/// Everything that can go wrong in hipkern. Runtime failures carry the
+/// runtime's own code, name and message (`hipGetErrorName` /
+/// `hipGetErrorString`, or their CUDA equivalents on NVIDIA).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Error {
+    /// The crate was built for the `cpu` platform: no device code exists.
+    NoToolchain {
+        /// Always "cpu"; named so the message says which build this is.
+        platform: &'static str,
+    },
+    /// A device ordinal out of range (the runtime itself worked).
+    NoDevice {
+        /// What was asked for and what exists.
+        reason: String,
+    },
+    /// A runtime call failed.
+    Runtime {
+        /// The entry point that failed, e.g. `hipkern_malloc`.
+        call: &'static str,
+        /// The runtime's code (positive) or hipkern's (negative).
+        code: i32,
+        /// The runtime's name for the code.
+        name: String,
+        /// The runtime's message for the code.
+        message: String,
+    },
+    /// Input that the caller got wrong, named.
+    InvalidInput(String),
+}
+
+impl Error {
+    /// Builds a `Runtime` error from a status code of the C ABI.
+    pub fn from_status(call: &'static str, code: i32) -> Error {
+        if code == hipkern_sys::HIPKERN_ERROR_NO_TOOLCHAIN {
+            return Error::NoToolchain {
+                platform: hipkern_sys::PLATFORM,
+            };
+        }
+        // SAFETY: both return static NUL-terminated strings for any code (never NULL).
+        let (name, message) = unsafe {
+            (
+                cstr_lossy(hipkern_sys::hipkern_error_name(code)),
+                cstr_lossy(hipkern_sys::hipkern_error_string(code)),
+            )
+        };
+        Error::Runtime {
+            call,
+            code,
+            name,
+            message,
+        }
+    }
+
+    /// The runtime's code, when this is a runtime error.
+    pub fn runtime_code(&self) -> Option<i32> {
+        match self {
+            Error::Runtime { code, .. } => Some(*code),
+            _ => None,
+        }
+    }
+}
+
+/// # Safety
+/// `p` is NULL or a valid NUL-terminated string.
+pub(crate) unsafe fn cstr_lossy(p: *const std::ffi::c_char) -> String {
+    if p.is_null() {
+        return String::new();
+    }
+    // SAFETY: the caller guarantees a valid C string.
+    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::NoToolchain { platform } => write!(
+                f,
+                "hipkern was built for the {platform} platform (no HIP or CUDA compiler was found at build time): no device is usable; the CPU paths work"
+            ),
+            Error::NoDevice { reason } => write!(f, "no usable device: {reason}"),
+            Error::Runtime { call, code, name, message } => {
+                write!(f, "{call} failed: {name} ({code}): {message}")
+            }
+            Error::InvalidInput(s) => write!(f, "invalid input: {s}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+/// The crate's result type.
+pub type Result<T> = std::result::Result<T, Error>;
+
+/// Turns a C ABI status into a `Result`.
+pub(crate) fn check(call: &'static str, status: i32) -> Result<()> {
+    if status == 0 {
+        Ok(())
+    } else {
+        Err(Error::from_status(call, status))
+    }
+}

@@ -1,0 +1,407 @@
+// Platform and toolchain resolution for sys/build.rs: everything that is not
+// a subprocess, so it can be unit-tested (sys/src/lib.rs includes this file
+// under cfg(test)). The environment and the file system are passed in as
+// closures, so tests use fake variables and fake directories.
+
+use std::path::{Path, PathBuf};
+
+/// Every environment variable the build reads (each gets rerun-if-env-changed).
+pub const ENV_VARS: &[&str] = &[
+    "HIPKERN_PLATFORM",
+    "HIP_PLATFORM",
+    "HIPCC",
+    "ROCM_PATH",
+    "HIP_PATH",
+    "HIPKERN_OFFLOAD_ARCH",
+    "HIPKERN_DEVICE_LIB_PATH",
+    "NVCC",
+    "CUDA_PATH",
+    "CUDA_HOME",
+    "HIPKERN_CUDA_ARCH",
+    "PATH",
+    "AR",
+];
+
+pub const DEFAULT_OFFLOAD_ARCH: &str = "gfx1201";
+pub const DEFAULT_CUDA_ARCH: &str = "sm_90";
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Platform {
+    Amd,
+    Nvidia,
+    Cpu,
+}
+
+impl Platform {
+    pub fn name(self) -> &'static str {
+        match self {
+            Platform::Amd => "amd",
+            Platform::Nvidia => "nvidia",
+            Platform::Cpu => "cpu",
+        }
+    }
+}
+
+/// How the compiler is driven.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompilerKind {
+    /// ROCm's hipcc, targeting AMD.
+    Hipcc,
+    /// A clang++ named in HIPCC, driven with `-x hip`.
+    ClangHip,
+    /// hipcc with HIP_PLATFORM=nvidia (wraps nvcc; uses the real HIP headers).
+    HipccNvidia,
+    /// Plain nvcc: `-x cu`, kernels see HIP names through hipkern_port.h.
+    Nvcc,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Toolchain {
+    pub platform: Platform,
+    /// None on the cpu platform.
+    pub compiler: Option<(PathBuf, CompilerKind)>,
+    /// Device architectures to compile for (empty on cpu).
+    pub archs: Vec<String>,
+    /// `--rocm-device-lib-path` (AMD only).
+    pub device_lib_path: Option<PathBuf>,
+    /// Why this platform was chosen, for the build's one warning line.
+    pub reason: String,
+}
+
+/// Reads a variable; empty values count as unset.
+pub type EnvFn<'a> = &'a dyn Fn(&str) -> Option<String>;
+/// Whether a path is an existing file.
+pub type ExistsFn<'a> = &'a dyn Fn(&Path) -> bool;
+
+fn var(env: EnvFn, name: &str) -> Option<String> {
+    env(name)
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
+}
+
+/// Parses a comma-separated architecture list: entries trimmed, empty entries
+/// and duplicates rejected, each checked against the platform's spelling
+/// (`gfx` + hex digits, optional `:feature±` suffixes; or `sm_NN[a]`).
+pub fn parse_arch_list(
+    platform: Platform,
+    var_name: &str,
+    value: &str,
+) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, raw) in value.split(',').enumerate() {
+        let a = raw.trim();
+        if a.is_empty() {
+            return Err(format!("{var_name}={value:?}: entry {} is empty", i + 1));
+        }
+        let ok = match platform {
+            Platform::Amd => valid_gfx(a),
+            Platform::Nvidia => valid_sm(a),
+            Platform::Cpu => false,
+        };
+        if !ok {
+            let want = match platform {
+                Platform::Amd => "an AMD target such as gfx1201 or gfx90a:xnack+",
+                _ => "an NVIDIA target such as sm_90 or sm_90a",
+            };
+            return Err(format!("{var_name}={value:?}: '{a}' is not {want}"));
+        }
+        if out.iter().any(|x| x == a) {
+            return Err(format!("{var_name}={value:?}: '{a}' is listed twice"));
+        }
+        out.push(a.to_string());
+    }
+    Ok(out)
+}
+
+fn valid_gfx(a: &str) -> bool {
+    let mut parts = a.split(':');
+    let base = parts.next().unwrap_or("");
+    let Some(digits) = base.strip_prefix("gfx") else {
+        return false;
+    };
+    if digits.len() < 3
+        || !digits
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    {
+        return false;
+    }
+    parts.all(|f| {
+        (f.ends_with('+') || f.ends_with('-'))
+            && f.len() > 1
+            && f[..f.len() - 1].chars().all(|c| c.is_ascii_lowercase())
+    })
+}
+
+fn valid_sm(a: &str) -> bool {
+    let Some(rest) = a.strip_prefix("sm_") else {
+        return false;
+    };
+    let digits = rest
+        .strip_suffix('a')
+        .or_else(|| rest.strip_suffix('f'))
+        .unwrap_or(rest);
+    (2..=3).contains(&digits.len()) && digits.chars().all(|c| c.is_ascii_digit())
+}
+
+/// Finds `name` in the PATH value's directories.
+pub fn search_path(path_var: Option<&str>, name: &str, exists: ExistsFn) -> Option<PathBuf> {
+    let p = path_var?;
+    std::env::split_paths(p)
+        .map(|d| d.join(name))
+        .find(|c| exists(c))
+}
+
+/// A variable naming a compiler: an absolute or relative path, or a bare
+/// name looked up on PATH. A variable set to something that does not exist
+/// is an error (the user asked for it), not a reason to look elsewhere.
+fn compiler_from_var(env: EnvFn, exists: ExistsFn, name: &str) -> Result<Option<PathBuf>, String> {
+    let Some(v) = var(env, name) else {
+        return Ok(None);
+    };
+    let p = PathBuf::from(&v);
+    if p.components().count() > 1 || p.is_absolute() {
+        if exists(&p) {
+            return Ok(Some(p));
+        }
+        return Err(format!("{name}={v} does not exist"));
+    }
+    match search_path(var(env, "PATH").as_deref(), &v, exists) {
+        Some(found) => Ok(Some(found)),
+        None => Err(format!("{name}={v} was not found on PATH")),
+    }
+}
+
+/// SPEC §2 amd search order: HIPCC, $ROCM_PATH/bin/hipcc, $HIP_PATH/bin/hipcc,
+/// hipcc on PATH, /opt/rocm/bin/hipcc. Returns the compiler and how it was found.
+pub fn find_hipcc(env: EnvFn, exists: ExistsFn) -> Result<Option<(PathBuf, String)>, String> {
+    if let Some(p) = compiler_from_var(env, exists, "HIPCC")? {
+        return Ok(Some((p, "HIPCC".into())));
+    }
+    for root in ["ROCM_PATH", "HIP_PATH"] {
+        if let Some(r) = var(env, root) {
+            let c = Path::new(&r).join("bin").join("hipcc");
+            if exists(&c) {
+                return Ok(Some((c, format!("${root}/bin/hipcc"))));
+            }
+        }
+    }
+    if let Some(c) = search_path(var(env, "PATH").as_deref(), "hipcc", exists) {
+        return Ok(Some((c, "hipcc on PATH".into())));
+    }
+    let c = PathBuf::from("/opt/rocm/bin/hipcc");
+    if exists(&c) {
+        return Ok(Some((c, "/opt/rocm/bin/hipcc".into())));
+    }
+    Ok(None)
+}
+
+/// SPEC §2 nvidia search order for nvcc: NVCC, $CUDA_PATH/bin/nvcc,
+/// $CUDA_HOME/bin/nvcc, nvcc on PATH.
+pub fn find_nvcc(env: EnvFn, exists: ExistsFn) -> Result<Option<(PathBuf, String)>, String> {
+    if let Some(p) = compiler_from_var(env, exists, "NVCC")? {
+        return Ok(Some((p, "NVCC".into())));
+    }
+    for root in ["CUDA_PATH", "CUDA_HOME"] {
+        if let Some(r) = var(env, root) {
+            let c = Path::new(&r).join("bin").join("nvcc");
+            if exists(&c) {
+                return Ok(Some((c, format!("${root}/bin/nvcc"))));
+            }
+        }
+    }
+    if let Some(c) = search_path(var(env, "PATH").as_deref(), "nvcc", exists) {
+        return Ok(Some((c, "nvcc on PATH".into())));
+    }
+    Ok(None)
+}
+
+/// A compiler whose file name says clang (clang++, clang++-19, ...) is
+/// driven as clang with `-x hip`; anything else named in HIPCC is hipcc.
+pub fn is_clang(path: &Path) -> bool {
+    path.file_name()
+        .and_then(|n| n.to_str())
+        .map(|n| n.starts_with("clang"))
+        .unwrap_or(false)
+}
+
+fn amd_toolchain(env: EnvFn, compiler: PathBuf, how: String) -> Result<Toolchain, String> {
+    let kind = if is_clang(&compiler) {
+        CompilerKind::ClangHip
+    } else {
+        CompilerKind::Hipcc
+    };
+    let archs_var = var(env, "HIPKERN_OFFLOAD_ARCH").unwrap_or_else(|| DEFAULT_OFFLOAD_ARCH.into());
+    let archs = parse_arch_list(Platform::Amd, "HIPKERN_OFFLOAD_ARCH", &archs_var)?;
+    let device_lib_path = var(env, "HIPKERN_DEVICE_LIB_PATH").map(PathBuf::from);
+    Ok(Toolchain {
+        platform: Platform::Amd,
+        compiler: Some((compiler, kind)),
+        archs,
+        device_lib_path,
+        reason: how,
+    })
+}
+
+fn nvidia_toolchain(
+    env: EnvFn,
+    compiler: PathBuf,
+    kind: CompilerKind,
+    how: String,
+) -> Result<Toolchain, String> {
+    let archs_var = var(env, "HIPKERN_CUDA_ARCH").unwrap_or_else(|| DEFAULT_CUDA_ARCH.into());
+    let archs = parse_arch_list(Platform::Nvidia, "HIPKERN_CUDA_ARCH", &archs_var)?;
+    Ok(Toolchain {
+        platform: Platform::Nvidia,
+        compiler: Some((compiler, kind)),
+        archs,
+        device_lib_path: None,
+        reason: how,
+    })
+}
+
+fn cpu(reason: String) -> Toolchain {
+    Toolchain {
+        platform: Platform::Cpu,
+        compiler: None,
+        archs: vec![],
+        device_lib_path: None,
+        reason,
+    }
+}
+
+/// The nvidia platform: hipcc when HIP_PLATFORM=nvidia and one is found,
+/// else nvcc.
+fn try_nvidia(env: EnvFn, exists: ExistsFn) -> Result<Option<Toolchain>, String> {
+    if var(env, "HIP_PLATFORM").as_deref() == Some("nvidia") {
+        if let Some((c, how)) = find_hipcc(env, exists)? {
+            let how = format!("{how}, HIP_PLATFORM=nvidia");
+            return nvidia_toolchain(env, c, CompilerKind::HipccNvidia, how).map(Some);
+        }
+    }
+    match find_nvcc(env, exists)? {
+        Some((c, how)) => nvidia_toolchain(env, c, CompilerKind::Nvcc, how).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// Picks exactly one platform (SPEC §2). HIPKERN_PLATFORM overrides
+/// detection; HIP_PLATFORM (amd|nvidia) restricts it as ROCm's tools do;
+/// otherwise amd is tried, then nvidia, then cpu.
+pub fn resolve(env: EnvFn, exists: ExistsFn) -> Result<Toolchain, String> {
+    let forced = match var(env, "HIPKERN_PLATFORM").as_deref() {
+        None => None,
+        Some("amd") => Some(Platform::Amd),
+        Some("nvidia") => Some(Platform::Nvidia),
+        Some("cpu") => Some(Platform::Cpu),
+        Some(other) => {
+            return Err(format!(
+                "HIPKERN_PLATFORM={other}: expected amd, nvidia or cpu"
+            ))
+        }
+    };
+    let hip_platform = match var(env, "HIP_PLATFORM").as_deref() {
+        None => None,
+        Some("amd") => Some(Platform::Amd),
+        Some("nvidia") => Some(Platform::Nvidia),
+        Some(other) => return Err(format!("HIP_PLATFORM={other}: expected amd or nvidia")),
+    };
+    let wanted = forced.or(hip_platform);
+    let by = if forced.is_some() {
+        "HIPKERN_PLATFORM"
+    } else {
+        "HIP_PLATFORM"
+    };
+    match wanted {
+        Some(Platform::Cpu) => Ok(cpu("HIPKERN_PLATFORM=cpu".into())),
+        Some(Platform::Amd) => match find_hipcc(env, exists)? {
+            Some((c, how)) => amd_toolchain(env, c, how),
+            None => Err(format!(
+                "{by}=amd but no HIP compiler was found (looked at HIPCC, $ROCM_PATH/bin/hipcc, \
+                 $HIP_PATH/bin/hipcc, hipcc on PATH, /opt/rocm/bin/hipcc)"
+            )),
+        },
+        Some(Platform::Nvidia) => match try_nvidia(env, exists)? {
+            Some(t) => Ok(t),
+            None => Err(format!(
+                "{by}=nvidia but no compiler was found (looked at hipcc with HIP_PLATFORM=nvidia, \
+                 NVCC, $CUDA_PATH/bin/nvcc, $CUDA_HOME/bin/nvcc, nvcc on PATH)"
+            )),
+        },
+        None => {
+            if let Some((c, how)) = find_hipcc(env, exists)? {
+                return amd_toolchain(env, c, how);
+            }
+            if let Some(t) = try_nvidia(env, exists)? {
+                return Ok(t);
+            }
+            Ok(cpu("no HIP or CUDA compiler found".into()))
+        }
+    }
+}
+
+/// Where static cudart lives relative to nvcc: the CUDA toolkit's lib64,
+/// the PyPI wheels' lib, or targets/x86_64-linux/lib.
+pub fn cudart_dir_candidates(nvcc: &Path) -> Vec<PathBuf> {
+    let root = nvcc
+        .parent()
+        .and_then(|b| b.parent())
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    vec![
+        root.join("lib64"),
+        root.join("lib"),
+        root.join("targets/x86_64-linux/lib"),
+    ]
+}
+
+/// Compiler arguments for one .hip source (everything but the program).
+pub fn compile_args(t: &Toolchain, src: &Path, obj: &Path, includes: &[PathBuf]) -> Vec<String> {
+    let (_, kind) = t
+        .compiler
+        .as_ref()
+        .expect("compile_args on the cpu platform");
+    let mut a: Vec<String> = Vec::new();
+    match kind {
+        CompilerKind::ClangHip => a.extend(["-x".into(), "hip".into()]),
+        CompilerKind::Nvcc => a.extend([
+            "-x".into(),
+            "cu".into(),
+            "-D__HIP_PLATFORM_NVIDIA__".into(),
+            "-DHIPKERN_PORT_CUDA".into(),
+        ]),
+        _ => {}
+    }
+    a.extend(["-std=c++17".into(), "-O3".into()]);
+    match kind {
+        CompilerKind::Hipcc | CompilerKind::ClangHip => {
+            a.push("-fPIC".into());
+            for arch in &t.archs {
+                a.push(format!("--offload-arch={arch}"));
+            }
+            if let Some(dl) = &t.device_lib_path {
+                a.push(format!("--rocm-device-lib-path={}", dl.display()));
+            }
+        }
+        CompilerKind::Nvcc | CompilerKind::HipccNvidia => {
+            a.extend(["-Xcompiler".into(), "-fPIC".into()]);
+            for arch in &t.archs {
+                // SASS for the arch plus its PTX, so newer GPUs can JIT it.
+                let num = arch.trim_start_matches("sm_");
+                a.push(format!(
+                    "-gencode=arch=compute_{num},code=[sm_{num},compute_{num}]"
+                ));
+            }
+        }
+    }
+    for inc in includes {
+        a.push(format!("-I{}", inc.display()));
+    }
+    a.extend([
+        "-c".into(),
+        src.display().to_string(),
+        "-o".into(),
+        obj.display().to_string(),
+    ]);
+    a
+}

@@ -1,0 +1,302 @@
+//! Unit tests of the build's platform/toolchain resolution, with fake
+//! environments and fake directories (tempfile), no compiler run.
+use crate::build_support::*;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::string::{String, ToString};
+use std::vec;
+use std::vec::Vec;
+
+struct Fake {
+    vars: HashMap<String, String>,
+    dir: tempfile::TempDir,
+}
+
+impl Fake {
+    fn new() -> Self {
+        Fake {
+            vars: HashMap::new(),
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    fn set(&mut self, k: &str, v: &str) -> &mut Self {
+        self.vars.insert(k.to_string(), v.to_string());
+        self
+    }
+    /// Creates an (empty) executable-looking file under the fake root.
+    fn file(&self, rel: &str) -> PathBuf {
+        let p = self.dir.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(&p, b"").unwrap();
+        p
+    }
+    fn root(&self, rel: &str) -> String {
+        self.dir.path().join(rel).display().to_string()
+    }
+    fn resolve(&self) -> Result<Toolchain, String> {
+        let env = |k: &str| self.vars.get(k).cloned();
+        // /opt/rocm/bin/hipcc of the real machine must not leak into tests.
+        let exists = |p: &Path| p.starts_with(self.dir.path()) && p.is_file();
+        resolve(&env, &exists)
+    }
+}
+
+#[test]
+fn arch_lists_parse_and_reject() {
+    assert_eq!(
+        parse_arch_list(Platform::Amd, "V", "gfx1201").unwrap(),
+        vec!["gfx1201"]
+    );
+    assert_eq!(
+        parse_arch_list(Platform::Amd, "V", " gfx1201, gfx1100 ,gfx90a:xnack+").unwrap(),
+        vec!["gfx1201", "gfx1100", "gfx90a:xnack+"]
+    );
+    assert_eq!(
+        parse_arch_list(Platform::Nvidia, "V", "sm_90,sm_90a,sm_80")
+            .unwrap()
+            .len(),
+        3
+    );
+    for bad in [
+        "",
+        "gfx1201,",
+        "gfx1201,,gfx1100",
+        "sm_90",
+        "gfx12x1",
+        "GFX1201",
+        "gfx1201:xnack",
+        "gfx1201,gfx1201",
+    ] {
+        let e = parse_arch_list(Platform::Amd, "HIPKERN_OFFLOAD_ARCH", bad).unwrap_err();
+        assert!(e.contains("HIPKERN_OFFLOAD_ARCH"), "{e}");
+    }
+    for bad in ["gfx1201", "sm_", "sm_9", "sm_9000", "compute_90"] {
+        assert!(
+            parse_arch_list(Platform::Nvidia, "HIPKERN_CUDA_ARCH", bad).is_err(),
+            "{bad}"
+        );
+    }
+}
+
+#[test]
+fn nothing_found_is_cpu() {
+    let f = Fake::new();
+    let t = f.resolve().unwrap();
+    assert_eq!(t.platform, Platform::Cpu);
+    assert!(t.compiler.is_none() && t.archs.is_empty());
+}
+
+#[test]
+fn forced_cpu_wins_over_found_compilers() {
+    let mut f = Fake::new();
+    let nvcc = f.file("cuda/bin/nvcc");
+    f.set("NVCC", &nvcc.display().to_string())
+        .set("HIPKERN_PLATFORM", "cpu");
+    assert_eq!(f.resolve().unwrap().platform, Platform::Cpu);
+}
+
+#[test]
+fn bad_platform_values_are_errors() {
+    let mut f = Fake::new();
+    f.set("HIPKERN_PLATFORM", "rocm");
+    assert!(f.resolve().unwrap_err().contains("HIPKERN_PLATFORM=rocm"));
+    let mut g = Fake::new();
+    g.set("HIP_PLATFORM", "intel");
+    assert!(g.resolve().unwrap_err().contains("HIP_PLATFORM=intel"));
+}
+
+#[test]
+fn amd_search_order() {
+    let mut f = Fake::new();
+    f.file("rocm/bin/hipcc");
+    f.file("hip/bin/hipcc");
+    f.file("pathdir/hipcc");
+    f.set("PATH", &f.root("pathdir"));
+    let t = f.resolve().unwrap();
+    assert_eq!(
+        t.compiler.as_ref().unwrap().0,
+        f.dir.path().join("pathdir/hipcc")
+    );
+    f.set("HIP_PATH", &f.root("hip"));
+    assert_eq!(
+        f.resolve().unwrap().compiler.unwrap().0,
+        f.dir.path().join("hip/bin/hipcc")
+    );
+    f.set("ROCM_PATH", &f.root("rocm"));
+    let t = f.resolve().unwrap();
+    assert_eq!(t.platform, Platform::Amd);
+    assert_eq!(
+        t.compiler.unwrap(),
+        (f.dir.path().join("rocm/bin/hipcc"), CompilerKind::Hipcc)
+    );
+    assert_eq!(t.archs, vec!["gfx1201"]);
+    let clang = f.file("llvm/bin/clang++-19");
+    f.set("HIPCC", &clang.display().to_string());
+    let t = f.resolve().unwrap();
+    assert_eq!(t.compiler.unwrap(), (clang, CompilerKind::ClangHip));
+}
+
+#[test]
+fn amd_is_preferred_over_nvidia_when_both_exist() {
+    let mut f = Fake::new();
+    f.file("rocm/bin/hipcc");
+    f.file("cuda/bin/nvcc");
+    f.set("ROCM_PATH", &f.root("rocm"))
+        .set("CUDA_PATH", &f.root("cuda"));
+    assert_eq!(f.resolve().unwrap().platform, Platform::Amd);
+    f.set("HIPKERN_PLATFORM", "nvidia");
+    let t = f.resolve().unwrap();
+    assert_eq!(t.platform, Platform::Nvidia);
+    assert_eq!(t.compiler.unwrap().1, CompilerKind::Nvcc);
+}
+
+#[test]
+fn hipcc_variable_as_bare_name_uses_path_and_missing_is_error() {
+    let mut f = Fake::new();
+    f.file("bin/clang++-19");
+    f.set("PATH", &f.root("bin")).set("HIPCC", "clang++-19");
+    let t = f.resolve().unwrap();
+    assert_eq!(t.compiler.unwrap().1, CompilerKind::ClangHip);
+    f.set("HIPCC", "clang++-42");
+    assert!(f.resolve().unwrap_err().contains("HIPCC=clang++-42"));
+    f.set("HIPCC", &f.root("nope/hipcc"));
+    assert!(f.resolve().unwrap_err().contains("does not exist"));
+}
+
+#[test]
+fn nvidia_search_order_and_hip_platform() {
+    let mut f = Fake::new();
+    f.file("home/bin/nvcc");
+    f.file("cpath/bin/nvcc");
+    f.file("p/nvcc");
+    f.set("PATH", &f.root("p"));
+    assert_eq!(
+        f.resolve().unwrap().compiler.unwrap().0,
+        f.dir.path().join("p/nvcc")
+    );
+    f.set("CUDA_HOME", &f.root("home"));
+    assert_eq!(
+        f.resolve().unwrap().compiler.unwrap().0,
+        f.dir.path().join("home/bin/nvcc")
+    );
+    f.set("CUDA_PATH", &f.root("cpath"));
+    assert_eq!(
+        f.resolve().unwrap().compiler.unwrap().0,
+        f.dir.path().join("cpath/bin/nvcc")
+    );
+    let n = f.file("explicit/nvcc");
+    f.set("NVCC", &n.display().to_string())
+        .set("HIPKERN_CUDA_ARCH", "sm_90,sm_100");
+    let t = f.resolve().unwrap();
+    assert_eq!(t.compiler.unwrap(), (n, CompilerKind::Nvcc));
+    assert_eq!(t.archs, vec!["sm_90", "sm_100"]);
+    // HIP_PLATFORM=nvidia with a hipcc: hipcc drives nvcc.
+    f.file("rocm/bin/hipcc");
+    f.set("ROCM_PATH", &f.root("rocm"))
+        .set("HIP_PLATFORM", "nvidia");
+    let t = f.resolve().unwrap();
+    assert_eq!(t.platform, Platform::Nvidia);
+    assert_eq!(t.compiler.unwrap().1, CompilerKind::HipccNvidia);
+}
+
+#[test]
+fn requested_platform_without_compiler_is_an_error_naming_the_search() {
+    let mut f = Fake::new();
+    f.set("HIPKERN_PLATFORM", "amd");
+    let e = f.resolve().unwrap_err();
+    assert!(
+        e.contains("/opt/rocm/bin/hipcc") && e.contains("HIPCC"),
+        "{e}"
+    );
+    let mut g = Fake::new();
+    g.set("HIP_PLATFORM", "nvidia");
+    assert!(g.resolve().unwrap_err().contains("CUDA_HOME"));
+}
+
+#[test]
+fn compile_args_per_compiler() {
+    let mut f = Fake::new();
+    let clang = f.file("bin/clang++-19");
+    f.set("HIPCC", &clang.display().to_string())
+        .set("HIPKERN_OFFLOAD_ARCH", "gfx1201,gfx1100")
+        .set("HIPKERN_DEVICE_LIB_PATH", "/dl");
+    let t = f.resolve().unwrap();
+    let a = compile_args(
+        &t,
+        Path::new("k.hip"),
+        Path::new("k.o"),
+        &[PathBuf::from("/inc")],
+    );
+    let s = a.join(" ");
+    assert!(s.starts_with("-x hip "), "{s}");
+    assert!(
+        s.contains("--offload-arch=gfx1201 --offload-arch=gfx1100"),
+        "{s}"
+    );
+    assert!(
+        s.contains("--rocm-device-lib-path=/dl")
+            && s.contains("-I/inc")
+            && s.ends_with("-c k.hip -o k.o")
+    );
+
+    let mut g = Fake::new();
+    let nvcc = g.file("cu13/bin/nvcc");
+    g.set("NVCC", &nvcc.display().to_string());
+    let t = g.resolve().unwrap();
+    let s = compile_args(&t, Path::new("k.hip"), Path::new("k.o"), &[]).join(" ");
+    assert!(
+        s.starts_with("-x cu -D__HIP_PLATFORM_NVIDIA__ -DHIPKERN_PORT_CUDA"),
+        "{s}"
+    );
+    assert!(
+        s.contains("-Xcompiler -fPIC")
+            && s.contains("-gencode=arch=compute_90,code=[sm_90,compute_90]"),
+        "{s}"
+    );
+    assert_eq!(
+        cudart_dir_candidates(&nvcc)[1],
+        g.dir.path().join("cu13/lib"),
+        "the PyPI layout keeps libcudart_static.a in cu13/lib"
+    );
+}
+
+#[test]
+fn every_variable_read_is_declared() {
+    let src = include_str!("../build_support.rs");
+    let build = include_str!("../build.rs");
+    let mut read: Vec<&str> = Vec::new();
+    for text in [src, build] {
+        for cap in text.split('"').skip(1).step_by(2) {
+            if cap.chars().all(|c| c.is_ascii_uppercase() || c == '_')
+                && cap.len() > 2
+                && cap.contains('_')
+            {
+                read.push(cap);
+            }
+        }
+    }
+    for v in [
+        "HIPKERN_PLATFORM",
+        "HIP_PLATFORM",
+        "HIPCC",
+        "ROCM_PATH",
+        "HIP_PATH",
+        "NVCC",
+        "CUDA_PATH",
+        "CUDA_HOME",
+    ] {
+        assert!(
+            ENV_VARS.contains(&v),
+            "{v} is read but has no rerun-if-env-changed"
+        );
+    }
+    for v in read {
+        if v.starts_with("HIPKERN_")
+            && !v.starts_with("HIPKERN_BUILD")
+            && !v.starts_with("HIPKERN_SYS")
+            && !v.starts_with("HIPKERN_ERROR")
+        {
+            assert!(ENV_VARS.contains(&v), "{v} is read but not in ENV_VARS");
+        }
+    }
+}
