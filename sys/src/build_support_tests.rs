@@ -1,26 +1,24 @@
 //! Unit tests of the build's platform/toolchain resolution, with fake
 //! environments and fake directories (tempfile), no compiler run.
 use crate::build_support::*;
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::string::{String, ToString};
-use std::vec;
-use std::vec::Vec;
 
 struct Fake {
-    vars: HashMap<String, String>,
+    vars: RefCell<HashMap<String, String>>,
     dir: tempfile::TempDir,
 }
 
 impl Fake {
     fn new() -> Self {
         Fake {
-            vars: HashMap::new(),
+            vars: RefCell::new(HashMap::new()),
             dir: tempfile::tempdir().unwrap(),
         }
     }
-    fn set(&mut self, k: &str, v: &str) -> &mut Self {
-        self.vars.insert(k.to_string(), v.to_string());
+    fn set(&self, k: &str, v: &str) -> &Self {
+        self.vars.borrow_mut().insert(k.to_string(), v.to_string());
         self
     }
     /// Creates an (empty) executable-looking file under the fake root.
@@ -34,7 +32,7 @@ impl Fake {
         self.dir.path().join(rel).display().to_string()
     }
     fn resolve(&self) -> Result<Toolchain, String> {
-        let env = |k: &str| self.vars.get(k).cloned();
+        let env = |k: &str| self.vars.borrow().get(k).cloned();
         // /opt/rocm/bin/hipcc of the real machine must not leak into tests.
         let exists = |p: &Path| p.starts_with(self.dir.path()) && p.is_file();
         resolve(&env, &exists)
@@ -88,7 +86,7 @@ fn nothing_found_is_cpu() {
 
 #[test]
 fn forced_cpu_wins_over_found_compilers() {
-    let mut f = Fake::new();
+    let f = Fake::new();
     let nvcc = f.file("cuda/bin/nvcc");
     f.set("NVCC", &nvcc.display().to_string())
         .set("HIPKERN_PLATFORM", "cpu");
@@ -97,17 +95,17 @@ fn forced_cpu_wins_over_found_compilers() {
 
 #[test]
 fn bad_platform_values_are_errors() {
-    let mut f = Fake::new();
+    let f = Fake::new();
     f.set("HIPKERN_PLATFORM", "rocm");
     assert!(f.resolve().unwrap_err().contains("HIPKERN_PLATFORM=rocm"));
-    let mut g = Fake::new();
+    let g = Fake::new();
     g.set("HIP_PLATFORM", "intel");
     assert!(g.resolve().unwrap_err().contains("HIP_PLATFORM=intel"));
 }
 
 #[test]
 fn amd_search_order() {
-    let mut f = Fake::new();
+    let f = Fake::new();
     f.file("rocm/bin/hipcc");
     f.file("hip/bin/hipcc");
     f.file("pathdir/hipcc");
@@ -138,7 +136,7 @@ fn amd_search_order() {
 
 #[test]
 fn amd_is_preferred_over_nvidia_when_both_exist() {
-    let mut f = Fake::new();
+    let f = Fake::new();
     f.file("rocm/bin/hipcc");
     f.file("cuda/bin/nvcc");
     f.set("ROCM_PATH", &f.root("rocm"))
@@ -152,7 +150,7 @@ fn amd_is_preferred_over_nvidia_when_both_exist() {
 
 #[test]
 fn hipcc_variable_as_bare_name_uses_path_and_missing_is_error() {
-    let mut f = Fake::new();
+    let f = Fake::new();
     f.file("bin/clang++-19");
     f.set("PATH", &f.root("bin")).set("HIPCC", "clang++-19");
     let t = f.resolve().unwrap();
@@ -165,7 +163,7 @@ fn hipcc_variable_as_bare_name_uses_path_and_missing_is_error() {
 
 #[test]
 fn nvidia_search_order_and_hip_platform() {
-    let mut f = Fake::new();
+    let f = Fake::new();
     f.file("home/bin/nvcc");
     f.file("cpath/bin/nvcc");
     f.file("p/nvcc");
@@ -201,21 +199,21 @@ fn nvidia_search_order_and_hip_platform() {
 
 #[test]
 fn requested_platform_without_compiler_is_an_error_naming_the_search() {
-    let mut f = Fake::new();
+    let f = Fake::new();
     f.set("HIPKERN_PLATFORM", "amd");
     let e = f.resolve().unwrap_err();
     assert!(
         e.contains("/opt/rocm/bin/hipcc") && e.contains("HIPCC"),
         "{e}"
     );
-    let mut g = Fake::new();
+    let g = Fake::new();
     g.set("HIP_PLATFORM", "nvidia");
     assert!(g.resolve().unwrap_err().contains("CUDA_HOME"));
 }
 
 #[test]
 fn compile_args_per_compiler() {
-    let mut f = Fake::new();
+    let f = Fake::new();
     let clang = f.file("bin/clang++-19");
     f.set("HIPCC", &clang.display().to_string())
         .set("HIPKERN_OFFLOAD_ARCH", "gfx1201,gfx1100")
@@ -239,7 +237,7 @@ fn compile_args_per_compiler() {
             && s.ends_with("-c k.hip -o k.o")
     );
 
-    let mut g = Fake::new();
+    let g = Fake::new();
     let nvcc = g.file("cu13/bin/nvcc");
     g.set("NVCC", &nvcc.display().to_string());
     let t = g.resolve().unwrap();

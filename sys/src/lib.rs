@@ -8,7 +8,6 @@
 //!
 //! On the `cpu` platform the same symbols exist (host stubs from
 //! `hip/cpu_stub.c`) and return `HIPKERN_ERROR_NO_TOOLCHAIN`.
-#![no_std]
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![allow(clippy::all)]
 
@@ -26,9 +25,6 @@ pub use bindings::*;
 
 /// The platform this crate was built for: "amd", "nvidia" or "cpu".
 pub const PLATFORM: &str = env!("HIPKERN_SYS_PLATFORM");
-
-#[cfg(test)]
-extern crate std;
 
 #[cfg(test)]
 #[path = "../build_support.rs"]

@@ -1,0 +1,325 @@
+//! Runtime/FFI tests. The first group runs everywhere (no GPU needed); the
+//! `#[ignore = "needs a GPU"]` group runs on a GPU machine with
+//! `--include-ignored` (scripts/device-tests.sh).
+use hipkern::runtime::{self, Device, Error};
+
+/// Whether this machine has a usable device (only the GPU tests care).
+fn gpu() -> Device {
+    Device::new(0).expect("a GPU is required for this test")
+}
+
+// ---- always run ---------------------------------------------------------
+
+#[test]
+fn device_new_without_gpu_is_an_error_not_a_crash() {
+    let platform = runtime::platform();
+    match Device::new(0) {
+        Ok(d) => {
+            // Only possible on a GPU machine with a device build.
+            assert_ne!(platform, "cpu");
+            assert!(!d.properties().name.is_empty());
+        }
+        Err(e) => {
+            let msg = e.to_string();
+            match platform {
+                "cpu" => {
+                    assert_eq!(e, Error::NoToolchain { platform: "cpu" });
+                    assert!(msg.contains("cpu platform"), "{msg}");
+                }
+                _ => match &e {
+                    // The runtime's own no-driver / no-device error, with its message.
+                    Error::Runtime {
+                        code,
+                        name,
+                        message,
+                        ..
+                    } => {
+                        assert!(*code > 0, "{e}");
+                        assert!(!name.is_empty() && !message.is_empty(), "{e}");
+                        assert!(msg.contains(name.as_str()) && msg.contains(message.as_str()));
+                    }
+                    Error::NoDevice { .. } => {}
+                    other => panic!("unexpected error kind on {platform}: {other}"),
+                },
+            }
+        }
+    }
+}
+
+#[test]
+fn platform_and_archs_agree_with_the_build() {
+    let archs = runtime::compiled_archs();
+    match runtime::platform() {
+        "cpu" => assert!(archs.is_empty()),
+        "amd" => assert!(
+            !archs.is_empty() && archs.iter().all(|a| a.starts_with("gfx")),
+            "{archs:?}"
+        ),
+        "nvidia" => assert!(
+            !archs.is_empty() && archs.iter().all(|a| a.starts_with("sm_")),
+            "{archs:?}"
+        ),
+        p => panic!("unknown platform {p}"),
+    }
+    assert_eq!(hipkern_sys::PLATFORM, runtime::platform());
+}
+
+#[test]
+fn c_abi_reports_its_version_and_names_every_status() {
+    // SAFETY: plain calls; the returned strings are static.
+    unsafe {
+        assert_eq!(
+            hipkern_sys::hipkern_abi_version() as u32,
+            hipkern_sys::HIPKERN_ABI_VERSION
+        );
+        for code in [0, -1, -2, -3, -99] {
+            assert!(!hipkern_sys::hipkern_error_name(code).is_null());
+            assert!(!hipkern_sys::hipkern_error_string(code).is_null());
+        }
+    }
+    let e = Error::from_status("hipkern_x", hipkern_sys::HIPKERN_ERROR_INVALID_ARGUMENT);
+    assert!(
+        e.to_string().contains("HIPKERN_ERROR_INVALID_ARGUMENT"),
+        "{e}"
+    );
+}
+
+#[test]
+fn c_abi_rejects_null_out_pointers_without_crashing() {
+    // SAFETY: the entry points check for NULL before writing.
+    unsafe {
+        assert_ne!(hipkern_sys::hipkern_device_count(std::ptr::null_mut()), 0);
+        assert_ne!(hipkern_sys::hipkern_malloc(std::ptr::null_mut(), 16), 0);
+        assert_ne!(hipkern_sys::hipkern_stream_create(std::ptr::null_mut()), 0);
+        assert_ne!(hipkern_sys::hipkern_event_create(std::ptr::null_mut()), 0);
+        assert_ne!(
+            hipkern_sys::hipkern_fill_u32(std::ptr::null_mut(), 4, 0, std::ptr::null_mut()),
+            0
+        );
+        // A bad memcpy kind is refused before any runtime call.
+        let mut x = 0u8;
+        let p = &mut x as *mut u8 as *mut std::ffi::c_void;
+        assert_ne!(hipkern_sys::hipkern_memcpy(p, p, 1, 77), 0);
+    }
+}
+
+// ---- GPU -----------------------------------------------------------------
+
+/// Deterministic pseudo-random bytes (splitmix64) seeded per call.
+fn random_u32(n: usize, seed: u64) -> Vec<u32> {
+    let mut s = seed;
+    (0..n)
+        .map(|_| {
+            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = s;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            (z ^ (z >> 31)) as u32
+        })
+        .collect()
+}
+
+fn fresh_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos() as u64
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn copies_round_trip_for_0_1_odd_and_1gib() {
+    let d = gpu();
+    let seed = fresh_seed();
+    for n in [0usize, 1, 7, 1_000_003, (1usize << 30) / 4] {
+        let host = random_u32(n, seed ^ n as u64);
+        let mut buf = d.alloc::<u32>(n).unwrap();
+        let s = d.new_stream().unwrap();
+        s.fill(&mut buf.as_slice_mut(), 0xFFFF_FFFFu32).unwrap();
+        s.synchronize().unwrap();
+        buf.copy_from_host(&host).unwrap();
+        let mut back = vec![0xDEAD_BEEFu32; n];
+        buf.copy_to_host(&mut back).unwrap();
+        assert!(back == host, "round trip of {n} u32 differs");
+        // Device-to-device through a sub-slice, odd offsets.
+        if n > 2 {
+            let mut other = d.alloc::<u32>(n - 2).unwrap();
+            s.copy_dtod_async(&buf.slice(1..n - 1).unwrap(), &mut other.as_slice_mut())
+                .unwrap();
+            s.synchronize().unwrap();
+            assert!(
+                other.to_vec().unwrap() == host[1..n - 1],
+                "dtod of {n} differs"
+            );
+        }
+    }
+    assert!(d.take_free_errors().is_empty());
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn length_mismatch_and_bad_ranges_are_errors() {
+    let d = gpu();
+    let mut b = d.alloc::<f64>(10).unwrap();
+    assert!(matches!(
+        b.copy_from_host(&[1.0; 9]),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(matches!(
+        b.copy_to_host(&mut [0.0; 11]),
+        Err(Error::InvalidInput(_))
+    ));
+    assert!(b.slice(3..11).is_err());
+    assert!(b.slice(11..).is_err());
+    #[allow(clippy::reversed_empty_ranges)]
+    let r = b.slice(5..4);
+    assert!(r.is_err());
+    assert_eq!(b.slice(10..).unwrap().len(), 0);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn async_copies_are_ordered_by_events_across_streams() {
+    let d = gpu();
+    let n = 1 << 24;
+    let host = random_u32(n, fresh_seed());
+    let mut a = d.alloc::<u32>(n).unwrap();
+    let mut b = d.alloc::<u32>(n).unwrap();
+    let s1 = d.new_stream().unwrap();
+    let s2 = d.new_stream().unwrap();
+    s2.fill(&mut b.as_slice_mut(), 0x7FC0_0000u32).unwrap();
+    s2.synchronize().unwrap();
+    // s1: upload into a; event; s2 waits on it, then copies a -> b and downloads.
+    // SAFETY: host outlives the stream (synchronised below).
+    unsafe { s1.copy_htod_async(&host, &mut a.as_slice_mut()).unwrap() };
+    let uploaded = s1.record_event().unwrap();
+    s2.wait_event(&uploaded).unwrap();
+    s2.copy_dtod_async(&a.as_slice(), &mut b.as_slice_mut())
+        .unwrap();
+    let mut back = vec![0u32; n];
+    // SAFETY: back is not read until s2 is synchronised.
+    unsafe { s2.copy_dtoh_async(&b.as_slice(), &mut back).unwrap() };
+    let done = s2.record_event().unwrap();
+    done.synchronize().unwrap();
+    assert!(back == host);
+    let ms = uploaded.elapsed_ms(&done).unwrap();
+    assert!(ms >= 0.0 && ms.is_finite(), "{ms}");
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn fill_and_iota_kernels_checked_element_by_element() {
+    let d = gpu();
+    let s = d.new_stream().unwrap();
+    let seed = fresh_seed();
+    for n in [1usize, 255, 256, 257, 65535 * 256 + 13] {
+        let r = random_u32(3, seed ^ n as u64);
+        let mut b = d.alloc::<f64>(n).unwrap();
+        b.copy_from_host(&vec![f64::NAN; n]).unwrap(); // poison
+        let value = r[0] as f64 / 7.0 - 1e5;
+        s.fill(&mut b.as_slice_mut(), value).unwrap();
+        s.synchronize().unwrap();
+        let v = b.to_vec().unwrap();
+        for (i, x) in v.iter().enumerate() {
+            assert!(
+                x.to_bits() == value.to_bits(),
+                "fill f64 n={n}: element {i} is {x}, want {value}"
+            );
+        }
+        // A sub-slice fill leaves the rest alone.
+        if n > 2 {
+            s.fill(&mut b.slice_mut(1..n - 1).unwrap(), -0.0f64)
+                .unwrap();
+            s.synchronize().unwrap();
+            let v = b.to_vec().unwrap();
+            assert_eq!(v[0].to_bits(), value.to_bits());
+            assert_eq!(v[n - 1].to_bits(), value.to_bits());
+            assert!(v[1..n - 1]
+                .iter()
+                .all(|x| x.to_bits() == (-0.0f64).to_bits()));
+        }
+        let mut u = d.alloc::<u32>(n).unwrap();
+        u.copy_from_host(&vec![0xFFFF_FFFF; n]).unwrap();
+        s.iota_u32(&mut u.as_slice_mut(), r[1], r[2]).unwrap();
+        s.synchronize().unwrap();
+        for (i, x) in u.to_vec().unwrap().iter().enumerate() {
+            let want = r[1].wrapping_add((i as u32).wrapping_mul(r[2]));
+            assert_eq!(*x, want, "iota n={n} element {i}");
+        }
+        let mut f = d.alloc::<f32>(n).unwrap();
+        f.copy_from_host(&vec![f32::NAN; n]).unwrap();
+        s.fill(&mut f.as_slice_mut(), 3.25f32).unwrap();
+        s.synchronize().unwrap();
+        assert!(f.to_vec().unwrap().iter().all(|x| *x == 3.25));
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn dropping_buffers_frees_them_200_times_1gib() {
+    let d = gpu();
+    let (free0, total) = d.memory_info().unwrap();
+    for i in 0..200 {
+        let b = d
+            .alloc::<u8>(1 << 30)
+            .unwrap_or_else(|e| panic!("allocation {i} failed: {e}"));
+        assert_eq!(b.len(), 1 << 30);
+        drop(b);
+    }
+    let (free1, _) = d.memory_info().unwrap();
+    assert!(
+        200u64 << 30 > total as u64,
+        "the loop must allocate more than the card holds"
+    );
+    assert!(
+        free1 + (64 << 20) >= free0,
+        "memory leaked: free {free0} -> {free1}"
+    );
+    assert!(d.take_free_errors().is_empty());
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn impossible_allocation_is_an_error_with_the_runtime_message() {
+    let d = gpu();
+    let e = d.alloc::<u8>(1usize << 50).unwrap_err();
+    match &e {
+        Error::Runtime {
+            call,
+            code,
+            message,
+            ..
+        } => {
+            assert_eq!(*call, "hipkern_malloc");
+            assert!(*code > 0);
+            assert!(message.contains("allocating 1125899906842624 bytes"), "{e}");
+        }
+        other => panic!("expected a runtime error, got {other}"),
+    }
+    // The device stays usable.
+    let b = d.htod_copy(&[1u32, 2, 3]).unwrap();
+    assert_eq!(b.to_vec().unwrap(), vec![1, 2, 3]);
+    // Overflowing element counts are refused before the runtime is asked.
+    assert!(matches!(
+        d.alloc::<f64>(usize::MAX / 4),
+        Err(Error::InvalidInput(_))
+    ));
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn info_reports_the_device() {
+    let d = gpu();
+    let p = d.properties();
+    assert!(
+        p.total_memory > 0 && p.multiprocessors > 0 && p.warp_size > 0,
+        "{p:?}"
+    );
+    assert!(runtime::runtime_version().unwrap() > 0);
+    assert!(
+        runtime::compiled_archs()
+            .iter()
+            .any(|a| a.split(':').next() == Some(p.arch_name.as_str())),
+        "{p:?}"
+    );
+}
