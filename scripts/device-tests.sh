@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Builds the nvidia-platform test binaries (release) into .device/ with a
+# runner, .device/run-tests.sh, that executes each with --include-ignored
+# and ends with one summary line. Copy .device/ to a GPU machine (it needs
+# only the NVIDIA driver: cudart is linked statically) and run:
+#     .device/run-tests.sh
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+"$ROOT/scripts/install-toolchain.sh" --cuda >/dev/null
+# shellcheck disable=SC1091
+. "$ROOT/.toolchain/env-nvidia.sh"
+export CARGO_TARGET_DIR="$ROOT/target/nvidia"
+rm -rf .device/tests && mkdir -p .device/tests
+cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
+  | python3 -c '
+import json, sys, shutil, os
+for line in sys.stdin:
+    try: m = json.loads(line)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
+        name = m["target"]["name"] + "-" + m["target"]["kind"][0]
+        shutil.copy2(m["executable"], os.path.join(".device/tests", name))
+        print("built", name)
+'
+cargo build --release --bin hipkern 2>/dev/null
+cp "$CARGO_TARGET_DIR/release/hipkern" .device/hipkern
+cat > .device/run-tests.sh <<'RUN'
+#!/usr/bin/env bash
+# Runs every test binary here with --include-ignored; last line: summary.
+cd "$(dirname "${BASH_SOURCE[0]}")"
+./hipkern info
+cd tests
+pass=0; fail=0; ign=0; bad=()
+for t in *; do
+  echo "=== $t"
+  out="$(./"$t" --include-ignored --test-threads=1 2>&1)"; rc=$?
+  echo "$out"
+  line="$(echo "$out" | grep -E '^test result:' | tail -1)"
+  p=$(echo "$line" | sed -nE 's/.* ([0-9]+) passed.*/\1/p'); f=$(echo "$line" | sed -nE 's/.* ([0-9]+) failed.*/\1/p')
+  i=$(echo "$line" | sed -nE 's/.* ([0-9]+) ignored.*/\1/p')
+  pass=$((pass + ${p:-0})); fail=$((fail + ${f:-0})); ign=$((ign + ${i:-0}))
+  if [ $rc -ne 0 ] || [ -z "$line" ]; then bad+=("$t"); [ "${f:-0}" = 0 ] && fail=$((fail + 1)); fi
+done
+gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
+echo "SUMMARY: $pass passed, $fail failed, $ign ignored in $(ls | wc -l) binaries on ${gpu:-unknown GPU}${bad:+; failing: ${bad[*]}}"
+[ $fail -eq 0 ]
+RUN
+chmod +x .device/run-tests.sh
+echo "ready: .device/run-tests.sh ($(ls .device/tests | wc -l) binaries, $(du -sh .device | cut -f1))"
