@@ -8,6 +8,7 @@
 //! [`Device::new`] returns [`Error::NoToolchain`].
 #![deny(missing_docs)]
 
+pub mod force;
 pub mod runtime;
 
 pub use runtime::{Device, DeviceBuffer, Error, Event, Result, Stream};
