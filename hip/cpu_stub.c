@@ -74,3 +74,17 @@ int32_t hipkern_fill_u64(uint64_t *d, size_t n, uint64_t v, void *s) {
 int32_t hipkern_iota_u32(uint32_t *d, size_t n, uint32_t a, uint32_t st, void *s) {
   (void)d; (void)n; (void)a; (void)st; (void)s; NT;
 }
+int32_t hipkern_force_assemble(hipkern_dtype dt, const void *g, const void *r, int64_t ne,
+                               const int32_t *a, const int32_t *b, const int32_t *c,
+                               const int32_t *d, int32_t nr, hipkern_virial_split sp, double *f,
+                               double *w, void *s) {
+  (void)dt; (void)g; (void)r; (void)ne; (void)a; (void)b; (void)c; (void)d; (void)nr; (void)sp;
+  (void)f; (void)w; (void)s; NT;
+}
+int32_t hipkern_force_assemble_atomic(hipkern_dtype dt, const void *g, const void *r,
+                                      const int32_t *src, const int32_t *dst, int64_t ne,
+                                      int32_t nr, hipkern_virial_split sp, void *o, void *f,
+                                      void *w, void *s) {
+  (void)dt; (void)g; (void)r; (void)src; (void)dst; (void)ne; (void)nr; (void)sp; (void)o;
+  (void)f; (void)w; (void)s; NT;
+}

@@ -140,6 +140,46 @@ int32_t hipkern_fill_u64(uint64_t *dst, size_t n, uint64_t value, void *stream);
 /** dst[i] = start + i * step (wrapping, modulo 2^32) for i < n. */
 int32_t hipkern_iota_u32(uint32_t *dst, size_t n, uint32_t start, uint32_t step, void *stream);
 
+/* ---- force / virial assembly (SPEC §4) ---------------------------------- */
+/** Element type of device inputs. */
+typedef enum hipkern_dtype { HIPKERN_DTYPE_F32 = 1, HIPKERN_DTYPE_F64 = 2 } hipkern_dtype;
+
+/** Where the per-edge virial -g (x) edge_vec goes. */
+typedef enum hipkern_virial_split {
+  /** Half to each endpoint. */
+  HIPKERN_VIRIAL_HALF = 0,
+  /** All to the source atom. */
+  HIPKERN_VIRIAL_SRC = 1
+} hipkern_virial_split;
+
+/**
+ * F_k = sum_{dst(e)=k} g_e - sum_{src(e)=k} g_e and the per-atom virial
+ * (row-major 3x3) over a CSR plan, float64 outputs force (n_rows x 3) and
+ * virial (n_rows x 9), fully overwritten. g and edge_vec are E x 3 of
+ * `dtype`. The plan (dst_order/src_order: E edge ids; dst_row_ptr/
+ * src_row_ptr: n_rows + 1 offsets, 0 .. E, non-decreasing) must be valid:
+ * the safe API validates it; a C caller passes what it built with the
+ * same rules. Asynchronous on `stream`; no atomics; bitwise reproducible.
+ */
+int32_t hipkern_force_assemble(hipkern_dtype dtype, const void *g, const void *edge_vec,
+                               int64_t n_edges, const int32_t *dst_order,
+                               const int32_t *dst_row_ptr, const int32_t *src_order,
+                               const int32_t *src_row_ptr, int32_t n_rows,
+                               hipkern_virial_split split, double *force, double *virial,
+                               void *stream);
+
+/**
+ * The reference path: materialises -g (x) edge_vec into outer_scratch
+ * (E x 9 of `dtype`), zeroes force/virial and scatters with atomics in the
+ * input precision (outputs are `dtype`). src/dst must be in [0, n_rows).
+ * Not deterministic (atomic order); for comparison and benchmarks.
+ */
+int32_t hipkern_force_assemble_atomic(hipkern_dtype dtype, const void *g, const void *edge_vec,
+                                      const int32_t *src, const int32_t *dst, int64_t n_edges,
+                                      int32_t n_rows, hipkern_virial_split split,
+                                      void *outer_scratch, void *force, void *virial,
+                                      void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -20,11 +20,20 @@
 //! in a fixed order: results are bitwise reproducible. NaN or Inf in `g` or
 //! `edge_vec` propagate into the atoms that edge touches, and only those.
 //!
-//! Status: this module has the CPU paths (float64 reference and the
-//! plan-based segment reduction); the device kernels are the next step.
+//! Paths: the float64 reference ([`assemble_reference_f64`], a direct edge
+//! loop), the plan-based CPU reduction ([`assemble_with_plan`]), the device
+//! assembly ([`assemble_device`], `hip/force_assembly.hip`) and the device
+//! atomic reference ([`assemble_atomic_device_into`]). Not yet: building
+//! the plan on the device (it is built on the host and uploaded), output in
+//! the input precision, the CLI and the benchmark.
 mod cpu;
+mod device;
 
 pub use cpu::{assemble_reference_f64, assemble_with_plan, Real};
+pub use device::{
+    assemble_atomic_device_into, assemble_device, assemble_device_into, DeviceEdges, DevicePlan,
+    DeviceReal,
+};
 
 use crate::runtime::{Error, Result};
 

@@ -16,4 +16,9 @@ pub use device::{
     DeviceProperties,
 };
 pub use error::{Error, Result};
+
+/// Turns a C ABI status into a `Result` naming the call.
+pub fn check_status(call: &'static str, status: i32) -> Result<()> {
+    error::check(call, status)
+}
 pub use stream::{Event, FillValue, Stream};

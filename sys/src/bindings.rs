@@ -223,3 +223,48 @@ unsafe extern "C" {
         stream: *mut ::core::ffi::c_void,
     ) -> i32;
 }
+pub const HIPKERN_DTYPE_F32: hipkern_dtype = 1;
+pub const HIPKERN_DTYPE_F64: hipkern_dtype = 2;
+#[doc = " Element type of device inputs."]
+pub type hipkern_dtype = ::core::ffi::c_uint;
+#[doc = " Half to each endpoint."]
+pub const HIPKERN_VIRIAL_HALF: hipkern_virial_split = 0;
+#[doc = " All to the source atom."]
+pub const HIPKERN_VIRIAL_SRC: hipkern_virial_split = 1;
+#[doc = " Where the per-edge virial -g (x) edge_vec goes."]
+pub type hipkern_virial_split = ::core::ffi::c_uint;
+unsafe extern "C" {
+    #[doc = " F_k = sum_{dst(e)=k} g_e - sum_{src(e)=k} g_e and the per-atom virial\n (row-major 3x3) over a CSR plan, float64 outputs force (n_rows x 3) and\n virial (n_rows x 9), fully overwritten. g and edge_vec are E x 3 of\n `dtype`. The plan (dst_order/src_order: E edge ids; dst_row_ptr/\n src_row_ptr: n_rows + 1 offsets, 0 .. E, non-decreasing) must be valid:\n the safe API validates it; a C caller passes what it built with the\n same rules. Asynchronous on `stream`; no atomics; bitwise reproducible."]
+    pub fn hipkern_force_assemble(
+        dtype: hipkern_dtype,
+        g: *const ::core::ffi::c_void,
+        edge_vec: *const ::core::ffi::c_void,
+        n_edges: i64,
+        dst_order: *const i32,
+        dst_row_ptr: *const i32,
+        src_order: *const i32,
+        src_row_ptr: *const i32,
+        n_rows: i32,
+        split: hipkern_virial_split,
+        force: *mut f64,
+        virial: *mut f64,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " The reference path: materialises -g (x) edge_vec into outer_scratch\n (E x 9 of `dtype`), zeroes force/virial and scatters with atomics in the\n input precision (outputs are `dtype`). src/dst must be in [0, n_rows).\n Not deterministic (atomic order); for comparison and benchmarks."]
+    pub fn hipkern_force_assemble_atomic(
+        dtype: hipkern_dtype,
+        g: *const ::core::ffi::c_void,
+        edge_vec: *const ::core::ffi::c_void,
+        src: *const i32,
+        dst: *const i32,
+        n_edges: i64,
+        n_rows: i32,
+        split: hipkern_virial_split,
+        outer_scratch: *mut ::core::ffi::c_void,
+        force: *mut ::core::ffi::c_void,
+        virial: *mut ::core::ffi::c_void,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
