@@ -1,0 +1,238 @@
+//! Force/virial assembly benchmark (device events, warm-up, median of 30).
+//!
+//! Sizes of the force issue: (a) E=50,000 N=700; (b) E=650,000 N≈8,000;
+//! (c) 32,768 centres × 128, N_ext=49,152; (d) 262,144 × 128, N_ext=393,216.
+//! Edges grouped by dst (the centre atom), src random; fp32 inputs.
+//! Times: hipkern's two segment-reduction launches; the device atomic
+//! reference (outer product + atomics); the host plan build (CPU, std
+//! time); measured device copy bandwidth and the sector-counted floor.
+//! If HIPKERN_TORCH_PEER_JSON names the output of
+//! scripts/force_torch_peer.py (run in the same session on the same GPU),
+//! the torch index_add_ times are printed beside ours with ratios.
+use hipkern::force::{
+    assemble_atomic_device_into, assemble_device_into, CsrPlan, DeviceEdges, DevicePlan,
+    VirialSplit,
+};
+use hipkern::{Device, Stream};
+use std::time::Instant;
+
+const REPS: usize = 30;
+const WARMUP: usize = 5;
+
+fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn time_ms(stream: &Stream, mut f: impl FnMut()) -> (f64, f64, f64) {
+    for _ in 0..WARMUP {
+        f();
+    }
+    stream.synchronize().unwrap();
+    let mut t = Vec::new();
+    for _ in 0..REPS {
+        let a = stream.record_event().unwrap();
+        f();
+        let b = stream.record_event().unwrap();
+        b.synchronize().unwrap();
+        t.push(a.elapsed_ms(&b).unwrap() as f64);
+    }
+    median(t)
+}
+
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn f32(&mut self) -> f32 {
+        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+    }
+}
+
+fn main() {
+    let device = match Device::new(0) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("force_assembly bench: no device ({e}); nothing to time");
+            return;
+        }
+    };
+    let stream = device.new_stream().unwrap();
+    println!(
+        "device: {} ({})",
+        device.properties().name,
+        device.properties().arch_name
+    );
+
+    // Copy bandwidth: 1 GiB device-to-device, bytes read + written.
+    let n = 1usize << 28;
+    let src = device.alloc_zeroed::<f32>(n).unwrap();
+    let mut dst = device.alloc::<f32>(n).unwrap();
+    let (copy_ms, _, _) = time_ms(&stream, || {
+        stream
+            .copy_dtod_async(&src.as_slice(), &mut dst.as_slice_mut())
+            .unwrap()
+    });
+    let bw = 2.0 * (n * 4) as f64 / (copy_ms * 1e-3);
+    println!(
+        "copy bandwidth: {:.2} TB/s (1 GiB dtod, read+write, median {copy_ms:.3} ms)",
+        bw / 1e12
+    );
+    drop((src, dst));
+    // Two back-to-back (nearly) empty launches: the assembly of one row, no edges.
+    let tiny =
+        DevicePlan::upload(&device, &CsrPlan::build::<i32>(&[], &[], 1, None).unwrap()).unwrap();
+    let (g0, r0) = (
+        device.alloc::<f32>(0).unwrap(),
+        device.alloc::<f32>(0).unwrap(),
+    );
+    let (mut f0, mut w0) = (
+        device.alloc::<f64>(3).unwrap(),
+        device.alloc::<f64>(9).unwrap(),
+    );
+    let (launch_ms, _, _) = time_ms(&stream, || {
+        assemble_device_into(
+            &stream,
+            &tiny,
+            &g0,
+            &r0,
+            VirialSplit::Half,
+            &mut f0,
+            &mut w0,
+        )
+        .unwrap()
+    });
+    println!("two empty launches: {launch_ms:.4} ms");
+    let torch: Option<serde_like::Peer> = std::env::var("HIPKERN_TORCH_PEER_JSON")
+        .ok()
+        .and_then(|p| std::fs::read_to_string(p).ok())
+        .map(|s| serde_like::parse(&s));
+
+    let sizes: [(&str, usize, usize, usize); 4] = [
+        ("a", 700, 700, 50_000 / 700),
+        ("b", 8_000, 8_000, 650_000 / 8_000),
+        ("c", 49_152, 32_768, 128),
+        ("d", 393_216, 262_144, 128),
+    ];
+    println!();
+    println!(
+        "{:<4} {:>10} {:>8} {:>11} {:>11} {:>11} {:>10} {:>11} {:>9} {:>11} {:>9}",
+        "size",
+        "E",
+        "N_ext",
+        "plan(host)",
+        "assemble",
+        "atomic",
+        "floor",
+        "asm/floor",
+        "atom/asm",
+        "torch",
+        "torch/asm"
+    );
+    let mut rng = Rng(0x5EED_F0C3);
+    let mut json = Vec::new();
+    for (name, n_ext, centres, per) in sizes {
+        let e = centres * per;
+        let mut srcv = Vec::with_capacity(e);
+        let mut dstv = Vec::with_capacity(e);
+        for k in 0..centres {
+            for _ in 0..per {
+                dstv.push(k as i32);
+                srcv.push((rng.next() % n_ext as u64) as i32);
+            }
+        }
+        let g: Vec<f32> = (0..3 * e).map(|_| rng.f32()).collect();
+        let r: Vec<f32> = (0..3 * e).map(|_| 4.0 * rng.f32()).collect();
+        let t0 = Instant::now();
+        let plan = CsrPlan::build(&srcv, &dstv, n_ext, None).unwrap();
+        let plan_ms = t0.elapsed().as_secs_f64() * 1e3;
+        let dplan = DevicePlan::upload(&device, &plan).unwrap();
+        let gd = device.htod_copy(&g).unwrap();
+        let rd = device.htod_copy(&r).unwrap();
+        let mut f = device.alloc::<f64>(3 * n_ext).unwrap();
+        let mut w = device.alloc::<f64>(9 * n_ext).unwrap();
+        let (asm_ms, asm_lo, asm_hi) = time_ms(&stream, || {
+            assemble_device_into(&stream, &dplan, &gd, &rd, VirialSplit::Half, &mut f, &mut w)
+                .unwrap()
+        });
+        let edges = DeviceEdges::upload(&device, &srcv, &dstv, n_ext, None).unwrap();
+        let mut outer = device.alloc::<f32>(9 * e).unwrap();
+        let mut fa = device.alloc::<f32>(3 * n_ext).unwrap();
+        let mut wa = device.alloc::<f32>(9 * n_ext).unwrap();
+        let (atom_ms, _, _) = time_ms(&stream, || {
+            assemble_atomic_device_into(
+                &stream,
+                &edges,
+                &gd,
+                &rd,
+                VirialSplit::Half,
+                &mut outer,
+                &mut fa,
+                &mut wa,
+            )
+            .unwrap()
+        });
+        // Sector-counted floor: per pass, order (4 B/edge) + two gathered
+        // 12-byte rows at a 32-byte sector each; row_ptr; outputs written
+        // once, read and rewritten once (96 B/row each way).
+        let bytes = 2.0 * (e as f64 * (4.0 + 64.0))
+            + 2.0 * 4.0 * (n_ext + 1) as f64
+            + 3.0 * 96.0 * n_ext as f64;
+        let floor_ms = bytes / bw * 1e3;
+        let torch_ms = torch.as_ref().and_then(|p| p.get(name));
+        println!(
+            "{:<4} {:>10} {:>8} {:>9.3}ms {:>9.4}ms {:>9.4}ms {:>8.4}ms {:>11.2} {:>9.2} {:>11} {:>9}",
+            name,
+            e,
+            n_ext,
+            plan_ms,
+            asm_ms,
+            atom_ms,
+            floor_ms,
+            asm_ms / floor_ms,
+            atom_ms / asm_ms,
+            torch_ms.map(|t| format!("{t:.4}ms")).unwrap_or_else(|| "-".into()),
+            torch_ms.map(|t| format!("{:.2}", t / asm_ms)).unwrap_or_else(|| "-".into()),
+        );
+        eprintln!("  {name}: assemble spread {asm_lo:.4}..{asm_hi:.4} ms");
+        json.push(format!(
+            "{{\"size\":\"{name}\",\"edges\":{e},\"n_ext\":{n_ext},\"plan_host_ms\":{plan_ms:.4},\"assemble_ms\":{asm_ms:.5},\"atomic_ms\":{atom_ms:.5},\"floor_ms\":{floor_ms:.5},\"torch_index_add_ms\":{}}}",
+            torch_ms.map(|t| format!("{t:.5}")).unwrap_or_else(|| "null".into())
+        ));
+    }
+    if let Ok(dir) = std::env::var("HIPKERN_BENCH_OUT") {
+        let _ = std::fs::write(
+            format!("{dir}/force_assembly.json"),
+            format!("[{}]\n", json.join(",\n")),
+        );
+    }
+}
+
+/// The peer script writes `{"a": ms, "b": ms, ...}`; this reads that much.
+mod serde_like {
+    pub struct Peer(Vec<(String, f64)>);
+    impl Peer {
+        pub fn get(&self, k: &str) -> Option<f64> {
+            self.0.iter().find(|(n, _)| n == k).map(|(_, v)| *v)
+        }
+    }
+    pub fn parse(s: &str) -> Peer {
+        let body = s.trim().trim_start_matches('{').trim_end_matches('}');
+        Peer(
+            body.split(',')
+                .filter_map(|kv| {
+                    let (k, v) = kv.split_once(':')?;
+                    Some((
+                        k.trim().trim_matches('"').to_string(),
+                        v.trim().parse().ok()?,
+                    ))
+                })
+                .collect(),
+        )
+    }
+}
