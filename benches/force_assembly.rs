@@ -13,6 +13,7 @@ use hipkern::force::{
     assemble_atomic_device_into, assemble_device_into, CsrPlan, DeviceEdges, DevicePlan,
     VirialSplit,
 };
+use hipkern::rng::SplitMix64;
 use hipkern::{Device, Stream};
 use std::time::Instant;
 
@@ -38,20 +39,6 @@ fn time_ms(stream: &Stream, mut f: impl FnMut()) -> (f64, f64, f64) {
         t.push(a.elapsed_ms(&b).unwrap() as f64);
     }
     median(t)
-}
-
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn f32(&mut self) -> f32 {
-        ((self.next() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
 }
 
 fn main() {
@@ -134,7 +121,7 @@ fn main() {
         "torch",
         "torch/asm"
     );
-    let mut rng = Rng(0x5EED_F0C3);
+    let mut rng = SplitMix64::new(0x5EED_F0C3);
     let mut json = Vec::new();
     for (name, n_ext, centres, per) in sizes {
         let e = centres * per;
@@ -143,11 +130,11 @@ fn main() {
         for k in 0..centres {
             for _ in 0..per {
                 dstv.push(k as i32);
-                srcv.push((rng.next() % n_ext as u64) as i32);
+                srcv.push(rng.below(n_ext) as i32);
             }
         }
-        let g: Vec<f32> = (0..3 * e).map(|_| rng.f32()).collect();
-        let r: Vec<f32> = (0..3 * e).map(|_| 4.0 * rng.f32()).collect();
+        let g: Vec<f32> = (0..3 * e).map(|_| rng.uniform_pm1() as f32).collect();
+        let r: Vec<f32> = (0..3 * e).map(|_| 4.0 * rng.uniform_pm1() as f32).collect();
         let t0 = Instant::now();
         let plan = CsrPlan::build(&srcv, &dstv, n_ext, None).unwrap();
         let plan_ms = t0.elapsed().as_secs_f64() * 1e3;

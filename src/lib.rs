@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod force;
+pub mod rng;
 pub mod runtime;
 
 pub use runtime::{Device, DeviceBuffer, Error, Event, Result, Stream};

@@ -7,30 +7,7 @@ use hipkern::force::{
 };
 use hipkern::Error;
 
-struct Rng(u64);
-impl Rng {
-    fn fresh() -> Rng {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64;
-        eprintln!("seed {t}");
-        Rng(t)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn normal_ish(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
-}
+use hipkern::rng::SplitMix64 as Rng;
 
 /// A neighbour-list-like edge set: edges grouped by dst (the centre atom),
 /// src random, a few atoms isolated.
@@ -50,8 +27,8 @@ fn system(
         }
     }
     let e = src.len();
-    let g = (0..3 * e).map(|_| rng.normal_ish()).collect();
-    let r = (0..3 * e).map(|_| 4.0 * rng.normal_ish()).collect();
+    let g = (0..3 * e).map(|_| rng.uniform_pm1()).collect();
+    let r = (0..3 * e).map(|_| 4.0 * rng.uniform_pm1()).collect();
     (src, dst, g, r)
 }
 
@@ -69,7 +46,7 @@ fn assert_close(what: &str, got: &[f64], want: &[f64], rel: f64) {
 
 #[test]
 fn plan_reduction_matches_the_f64_reference_on_random_systems() {
-    let mut rng = Rng::fresh();
+    let mut rng = Rng::from_clock();
     for &(n, per) in &[(1usize, 3usize), (7, 5), (700, 70), (3000, 40)] {
         let (src, dst, g, r) = system(&mut rng, n, per);
         let plan = CsrPlan::build(&src, &dst, n, None).unwrap();
@@ -111,7 +88,7 @@ fn hand_computed_two_edge_example() {
 
 #[test]
 fn forces_sum_to_zero_and_virial_totals_do_not_depend_on_the_split() {
-    let mut rng = Rng::fresh();
+    let mut rng = Rng::from_clock();
     let (src, dst, g, r) = system(&mut rng, 500, 30);
     let plan = CsrPlan::build(&src, &dst, 500, None).unwrap();
     let half = assemble_with_plan(&plan, &g, &r, VirialSplit::Half).unwrap();
@@ -135,7 +112,7 @@ fn forces_sum_to_zero_and_virial_totals_do_not_depend_on_the_split() {
 
 #[test]
 fn ghost_folding_equals_folding_the_extended_result() {
-    let mut rng = Rng::fresh();
+    let mut rng = Rng::from_clock();
     let (n_local, n_ext) = (300usize, 450usize);
     let mapping: Vec<i64> = (0..n_ext)
         .map(|k| {
@@ -195,7 +172,7 @@ fn no_edges_and_isolated_atoms_give_exact_zeros() {
 
 #[test]
 fn nan_in_one_edge_reaches_only_its_endpoints() {
-    let mut rng = Rng::fresh();
+    let mut rng = Rng::from_clock();
     let (src, dst, mut g, r) = system(&mut rng, 200, 10);
     let bad = src.len() / 2;
     g[3 * bad + 1] = f64::NAN;
@@ -221,7 +198,7 @@ fn nan_in_one_edge_reaches_only_its_endpoints() {
 
 #[test]
 fn f32_inputs_are_accumulated_in_f64() {
-    let mut rng = Rng::fresh();
+    let mut rng = Rng::from_clock();
     let (src, dst, g, r) = system(&mut rng, 400, 50);
     let g32: Vec<f32> = g.iter().map(|&x| x as f32).collect();
     let r32: Vec<f32> = r.iter().map(|&x| x as f32).collect();
@@ -303,7 +280,7 @@ fn bad_indices_and_lengths_are_named_errors() {
 
 #[test]
 fn from_parts_validates_and_round_trips() {
-    let mut rng = Rng::fresh();
+    let mut rng = Rng::from_clock();
     let (src, dst, _, _) = system(&mut rng, 50, 6);
     let p = CsrPlan::build(&src, &dst, 50, None).unwrap();
     let e = p.n_edges();

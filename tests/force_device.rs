@@ -7,30 +7,7 @@ use hipkern::force::{
 };
 use hipkern::{Device, Error};
 
-struct Rng(u64);
-impl Rng {
-    fn fresh() -> Rng {
-        let t = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos() as u64;
-        eprintln!("seed {t}");
-        Rng(t)
-    }
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn uniform(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
-    }
-}
+use hipkern::rng::SplitMix64 as Rng;
 
 /// Edges grouped by dst (the centre atom), src random.
 fn system(
@@ -47,8 +24,8 @@ fn system(
         }
     }
     let e = src.len();
-    let g = (0..3 * e).map(|_| rng.uniform()).collect();
-    let r = (0..3 * e).map(|_| 5.0 * rng.uniform()).collect();
+    let g = (0..3 * e).map(|_| rng.uniform_pm1()).collect();
+    let r = (0..3 * e).map(|_| 5.0 * rng.uniform_pm1()).collect();
     (src, dst, g, r)
 }
 
@@ -81,7 +58,7 @@ fn poisoned(d: &Device, n: usize) -> hipkern::DeviceBuffer<f64> {
 fn device_assembly_matches_the_f64_reference() {
     let d = Device::new(0).unwrap();
     let s = d.new_stream().unwrap();
-    let mut rng = Rng::fresh();
+    let mut rng = Rng::from_clock();
     for &(n_ext, n_centres, per) in &[
         (1usize, 1usize, 2usize),
         (700, 600, 140),
@@ -204,7 +181,7 @@ fn device_assembly_matches_the_f64_reference() {
 fn ghost_folding_and_empty_inputs_on_the_device() {
     let d = Device::new(0).unwrap();
     let s = d.new_stream().unwrap();
-    let mut rng = Rng::fresh();
+    let mut rng = Rng::from_clock();
     let (n_local, n_ext) = (2000usize, 3500usize);
     let mapping: Vec<i64> = (0..n_ext)
         .map(|k| {

@@ -105,18 +105,10 @@ fn c_abi_rejects_null_out_pointers_without_crashing() {
 
 // ---- GPU -----------------------------------------------------------------
 
-/// Deterministic pseudo-random bytes (splitmix64) seeded per call.
+/// Seeded random u32s.
 fn random_u32(n: usize, seed: u64) -> Vec<u32> {
-    let mut s = seed;
-    (0..n)
-        .map(|_| {
-            s = s.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = s;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            (z ^ (z >> 31)) as u32
-        })
-        .collect()
+    let mut r = hipkern::rng::SplitMix64::new(seed);
+    (0..n).map(|_| r.next_u64() as u32).collect()
 }
 
 fn fresh_seed() -> u64 {
