@@ -1,11 +1,11 @@
 // Force / virial assembly from per-edge gradients (SPEC §4).
 //
 // hipkern_force_assemble: two segment-reduction launches over a CSR plan
-// (dst order, then src order), one output row per thread, 3 force + 9
-// virial float64 accumulators in registers, the outer product recomputed
-// per edge, no atomics. The src launch continues the sums the dst launch
-// left in the outputs, so each row's additions happen in one fixed order:
-// bitwise reproducible.
+// (dst order, then src order), each output row owned by one group of lanes,
+// 3 force + 9 virial float64 accumulators in registers, the outer product
+// recomputed per edge, no atomics. The src launch adds its sums to what the
+// dst launch wrote; the order of every addition is fixed: bitwise
+// reproducible.
 //
 // hipkern_force_assemble_atomic: the reference path the field uses
 // (materialised E×9 outer product, then atomic scatters of force and
@@ -19,61 +19,101 @@ namespace {
 constexpr unsigned kRowBlock = 128;
 constexpr unsigned kEdgeBlock = 256;
 
-template <typename T>
+// One row per group of LANES consecutive lanes of a warp: lane l sums
+// edges begin+l, begin+l+LANES, ...; a fixed xor-butterfly then adds the
+// lanes' partial sums, so the order of additions is fixed by the plan and
+// LANES alone (bitwise reproducible). Several lanes per row keep several
+// gathered loads in flight per row, which the memory system needs.
+// Lanes past the last row run an empty segment: every lane of the warp
+// takes part in the shuffles.
+template <typename T, int LANES>
 __global__ void segment_pass(const T *__restrict__ g, const T *__restrict__ r,
                              const int32_t *__restrict__ order, const int32_t *__restrict__ row_ptr,
                              int32_t n_rows, double force_sign, double virial_weight, bool first,
                              double *__restrict__ force, double *__restrict__ virial) {
-  int32_t k = static_cast<int32_t>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (k >= n_rows) return;
-  double f0, f1, f2, w[9];
-  if (first) {
-    f0 = f1 = f2 = 0.0;
-    for (int c = 0; c < 9; ++c) w[c] = 0.0;
-  } else {
-    f0 = force[3 * (size_t)k];
-    f1 = force[3 * (size_t)k + 1];
-    f2 = force[3 * (size_t)k + 2];
-    for (int c = 0; c < 9; ++c) w[c] = virial[9 * (size_t)k + c];
-  }
-  const int32_t begin = row_ptr[k], end = row_ptr[k + 1];
+  const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const size_t row = tid / LANES;
+  const int lane = static_cast<int>(tid % LANES);
+  const bool live = row < static_cast<size_t>(n_rows);
+  const int32_t begin = live ? row_ptr[row] : 0, end = live ? row_ptr[row + 1] : 0;
   const bool with_virial = virial_weight != 0.0;
-  for (int32_t j = begin; j < end; ++j) {
+  double acc[12];
+#pragma unroll
+  for (int c = 0; c < 12; ++c) acc[c] = 0.0;
+  for (int32_t j = begin + lane; j < end; j += LANES) {
     const size_t e = static_cast<size_t>(order[j]);
     const double g0 = (double)g[3 * e], g1 = (double)g[3 * e + 1], g2 = (double)g[3 * e + 2];
-    f0 += force_sign * g0;
-    f1 += force_sign * g1;
-    f2 += force_sign * g2;
+    acc[0] += g0;
+    acc[1] += g1;
+    acc[2] += g2;
     if (with_virial) {
-      const double r0 = (double)r[3 * e], r1 = (double)r[3 * e + 1], r2 = (double)r[3 * e + 2];
-      const double gg[3] = {g0, g1, g2}, rr[3] = {r0, r1, r2};
+      const double gg[3] = {g0, g1, g2};
+      const double rr[3] = {(double)r[3 * e], (double)r[3 * e + 1], (double)r[3 * e + 2]};
 #pragma unroll
       for (int a = 0; a < 3; ++a)
 #pragma unroll
-        for (int b = 0; b < 3; ++b) w[3 * a + b] += virial_weight * (-gg[a] * rr[b]);
+        for (int b = 0; b < 3; ++b) acc[3 + 3 * a + b] -= gg[a] * rr[b];
     }
   }
-  force[3 * (size_t)k] = f0;
-  force[3 * (size_t)k + 1] = f1;
-  force[3 * (size_t)k + 2] = f2;
-  for (int c = 0; c < 9; ++c) virial[9 * (size_t)k + c] = w[c];
+#pragma unroll
+  for (int m = LANES / 2; m > 0; m /= 2)
+#pragma unroll
+    for (int c = 0; c < 12; ++c) acc[c] += HIPKERN_SHFL_XOR(acc[c], m);
+  if (!live || lane != 0) return;
+  double *f = force + 3 * row;
+  double *w = virial + 9 * row;
+  for (int c = 0; c < 3; ++c) f[c] = (first ? 0.0 : f[c]) + force_sign * acc[c];
+  for (int c = 0; c < 9; ++c) w[c] = (first ? 0.0 : w[c]) + virial_weight * acc[3 + c];
+}
+
+// Lanes per row from the mean segment length: about 8 edges per lane,
+// between 1 and 32 lanes (a power of two, so groups never straddle a warp).
+int lanes_for(int64_t n_edges, int32_t n_rows) {
+  const int64_t mean = n_rows > 0 ? n_edges / n_rows : 0;
+  int lanes = 1;
+  while (lanes < 32 && lanes * 8 < mean) lanes *= 2;
+  return lanes;
+}
+
+template <typename T, int LANES>
+hipError_t launch_pass(const T *g, const T *r, const int32_t *order, const int32_t *row_ptr,
+                       int32_t n_rows, double sign, double wv, bool first, double *force,
+                       double *virial, hipStream_t s) {
+  const size_t threads = static_cast<size_t>(n_rows) * LANES;
+  const unsigned blocks = static_cast<unsigned>((threads + kRowBlock - 1) / kRowBlock);
+  segment_pass<T, LANES><<<blocks, kRowBlock, 0, s>>>(g, r, order, row_ptr, n_rows, sign, wv, first,
+                                                      force, virial);
+  return hipGetLastError();
 }
 
 template <typename T>
-int32_t assemble(const T *g, const T *r, const int32_t *dst_order, const int32_t *dst_row_ptr,
-                 const int32_t *src_order, const int32_t *src_row_ptr, int32_t n_rows,
-                 hipkern_virial_split split, double *force, double *virial, hipStream_t s) {
+hipError_t pass(int lanes, const T *g, const T *r, const int32_t *order, const int32_t *row_ptr,
+                int32_t n_rows, double sign, double wv, bool first, double *force, double *virial,
+                hipStream_t s) {
+  switch (lanes) {
+    case 1: return launch_pass<T, 1>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
+    case 2: return launch_pass<T, 2>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
+    case 4: return launch_pass<T, 4>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
+    case 8: return launch_pass<T, 8>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
+    case 16: return launch_pass<T, 16>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
+    default: return launch_pass<T, 32>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
+  }
+}
+
+template <typename T>
+int32_t assemble(const T *g, const T *r, int64_t n_edges, const int32_t *dst_order,
+                 const int32_t *dst_row_ptr, const int32_t *src_order, const int32_t *src_row_ptr,
+                 int32_t n_rows, hipkern_virial_split split, double *force, double *virial,
+                 hipStream_t s) {
   const double w_dst = split == HIPKERN_VIRIAL_HALF ? 0.5 : 0.0;
   const double w_src = split == HIPKERN_VIRIAL_HALF ? 0.5 : 1.0;
-  const unsigned blocks = (static_cast<unsigned>(n_rows) + kRowBlock - 1) / kRowBlock;
+  const int lanes = lanes_for(n_edges, n_rows);
   (void)hipGetLastError();
-  segment_pass<T><<<blocks, kRowBlock, 0, s>>>(g, r, dst_order, dst_row_ptr, n_rows, 1.0, w_dst,
-                                               true, force, virial);
-  hipError_t e = hipGetLastError();
+  hipError_t e = pass<T>(lanes, g, r, dst_order, dst_row_ptr, n_rows, 1.0, w_dst, true, force,
+                         virial, s);
   if (e != hipSuccess) return static_cast<int32_t>(e);
-  segment_pass<T><<<blocks, kRowBlock, 0, s>>>(g, r, src_order, src_row_ptr, n_rows, -1.0, w_src,
-                                               false, force, virial);
-  return static_cast<int32_t>(hipGetLastError());
+  e = pass<T>(lanes, g, r, src_order, src_row_ptr, n_rows, -1.0, w_src, false, force, virial, s);
+  return static_cast<int32_t>(e);
 }
 
 template <typename T>
@@ -146,11 +186,11 @@ int32_t hipkern_force_assemble(hipkern_dtype dtype, const void *g, const void *e
   switch (dtype) {
     case HIPKERN_DTYPE_F32:
       return assemble<float>(static_cast<const float *>(g), static_cast<const float *>(edge_vec),
-                             dst_order, dst_row_ptr, src_order, src_row_ptr, n_rows, split, force,
+                             n_edges, dst_order, dst_row_ptr, src_order, src_row_ptr, n_rows, split, force,
                              virial, s);
     case HIPKERN_DTYPE_F64:
       return assemble<double>(static_cast<const double *>(g),
-                              static_cast<const double *>(edge_vec), dst_order, dst_row_ptr,
+                              static_cast<const double *>(edge_vec), n_edges, dst_order, dst_row_ptr,
                               src_order, src_row_ptr, n_rows, split, force, virial, s);
   }
   return HIPKERN_ERROR_INVALID_ARGUMENT;

@@ -67,9 +67,14 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
 
+// Warp shuffle: CUDA needs the explicit full mask; all lanes participate.
+#define HIPKERN_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
+
 #else
 
 #include <hip/hip_runtime.h>
+
+#define HIPKERN_SHFL_XOR(v, m) __shfl_xor((v), (m))
 
 #endif
 
