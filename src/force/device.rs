@@ -65,6 +65,54 @@ fn check_len(name: &str, got: usize, want: usize, what: &str) -> Result<()> {
     Ok(())
 }
 
+fn same_device(stream: &Stream, name: &str, dev: &Device) -> Result<()> {
+    if dev.ordinal() != stream.device().ordinal() {
+        return Err(Error::InvalidInput(format!(
+            "{name} is on device {} but the stream on {}",
+            dev.ordinal(),
+            stream.device().ordinal()
+        )));
+    }
+    Ok(())
+}
+
+/// The checks both device paths make before launching: edge arrays E×3,
+/// outputs N×3 and N×9, all on the stream's device.
+fn check_io<T: DeviceRepr, O: DeviceRepr>(
+    stream: &Stream,
+    n_edges: usize,
+    n_rows: usize,
+    g: &DeviceBuffer<T>,
+    edge_vec: &DeviceBuffer<T>,
+    force: &DeviceBuffer<O>,
+    virial: &DeviceBuffer<O>,
+) -> Result<()> {
+    let edges = format!("{n_edges} edges (E×3)");
+    check_len("g", g.len(), 3 * n_edges, &edges)?;
+    check_len("edge_vec", edge_vec.len(), 3 * n_edges, &edges)?;
+    check_len(
+        "force",
+        force.len(),
+        3 * n_rows,
+        &format!("{n_rows} rows (N×3)"),
+    )?;
+    check_len(
+        "virial",
+        virial.len(),
+        9 * n_rows,
+        &format!("{n_rows} rows (N×9)"),
+    )?;
+    for (name, dev) in [
+        ("g", g.device()),
+        ("edge_vec", edge_vec.device()),
+        ("force", force.device()),
+        ("virial", virial.device()),
+    ] {
+        same_device(stream, name, dev)?;
+    }
+    Ok(())
+}
+
 /// Assembles into caller-provided float64 outputs (force `n_rows×3`,
 /// virial `n_rows×9`, fully overwritten), asynchronously on `stream`.
 /// Lengths are checked before anything is launched.
@@ -77,39 +125,17 @@ pub fn assemble_device_into<T: DeviceReal>(
     force: &mut DeviceBuffer<f64>,
     virial: &mut DeviceBuffer<f64>,
 ) -> Result<()> {
+    check_io(
+        stream,
+        plan.n_edges,
+        plan.n_rows,
+        g,
+        edge_vec,
+        force,
+        virial,
+    )?;
+    same_device(stream, "plan", plan.dst_order.device())?;
     let e = plan.n_edges;
-    check_len("g", g.len(), 3 * e, &format!("{e} edges (E×3)"))?;
-    check_len(
-        "edge_vec",
-        edge_vec.len(),
-        3 * e,
-        &format!("{e} edges (E×3)"),
-    )?;
-    check_len(
-        "force",
-        force.len(),
-        3 * plan.n_rows,
-        &format!("{} rows (N×3)", plan.n_rows),
-    )?;
-    check_len(
-        "virial",
-        virial.len(),
-        9 * plan.n_rows,
-        &format!("{} rows (N×9)", plan.n_rows),
-    )?;
-    for (name, dev) in [
-        ("g", g.device()),
-        ("edge_vec", edge_vec.device()),
-        ("plan", plan.dst_order.device()),
-    ] {
-        if dev.ordinal() != stream.device().ordinal() {
-            return Err(Error::InvalidInput(format!(
-                "{name} is on device {} but the stream on {}",
-                dev.ordinal(),
-                stream.device().ordinal()
-            )));
-        }
-    }
     stream.device().bind()?;
     // SAFETY: every pointer is live device memory of the checked length on
     // the stream's device; the plan was validated on the host (indices in
@@ -131,7 +157,7 @@ pub fn assemble_device_into<T: DeviceReal>(
             stream.as_raw(),
         )
     };
-    crate::runtime::check_status("hipkern_force_assemble", status)
+    crate::runtime::check("hipkern_force_assemble", status)
 }
 
 /// Allocates the outputs and assembles; returns (force, virial).
@@ -194,28 +220,10 @@ pub fn assemble_atomic_device_into<T: DeviceReal>(
     virial: &mut DeviceBuffer<T>,
 ) -> Result<()> {
     let e = edges.src.len();
-    check_len("g", g.len(), 3 * e, &format!("{e} edges (E×3)"))?;
-    check_len(
-        "edge_vec",
-        edge_vec.len(),
-        3 * e,
-        &format!("{e} edges (E×3)"),
-    )?;
+    check_io(stream, e, edges.n_rows, g, edge_vec, force, virial)?;
     check_len("outer", outer.len(), 9 * e, &format!("{e} edges (E×9)"))?;
-    check_len(
-        "force",
-        force.len(),
-        3 * edges.n_rows,
-        &format!("{} rows (N×3)", edges.n_rows),
-    )?;
-    check_len(
-        "virial",
-        virial.len(),
-        9 * edges.n_rows,
-        &format!("{} rows (N×9)", edges.n_rows),
-    )?;
     stream.device().bind()?;
-    // SAFETY: lengths checked above; indices validated on the host before upload.
+    // SAFETY: lengths and devices checked above; indices validated on the host before upload.
     let status = unsafe {
         sys::hipkern_force_assemble_atomic(
             T::DTYPE,
@@ -232,5 +240,5 @@ pub fn assemble_atomic_device_into<T: DeviceReal>(
             stream.as_raw(),
         )
     };
-    crate::runtime::check_status("hipkern_force_assemble_atomic", status)
+    crate::runtime::check("hipkern_force_assemble_atomic", status)
 }

@@ -15,10 +15,6 @@ pub use device::{
     compiled_archs, device_count, driver_version, platform, runtime_version, Device,
     DeviceProperties,
 };
+pub(crate) use error::check;
 pub use error::{Error, Result};
-
-/// Turns a C ABI status into a `Result` naming the call.
-pub fn check_status(call: &'static str, status: i32) -> Result<()> {
-    error::check(call, status)
-}
 pub use stream::{Event, FillValue, Stream};
