@@ -9,27 +9,18 @@ use hipkern::Error;
 
 use hipkern::rng::SplitMix64 as Rng;
 
-/// A neighbour-list-like edge set: edges grouped by dst (the centre atom),
-/// src random, a few atoms isolated.
+mod common;
+
+/// All atoms are centres, every 17th isolated; int64 indices (the CPU
+/// paths take int32 or int64).
 fn system(
     rng: &mut Rng,
     n_ext: usize,
     per_atom: usize,
 ) -> (Vec<i64>, Vec<i64>, Vec<f64>, Vec<f64>) {
-    let (mut src, mut dst) = (Vec::new(), Vec::new());
-    for k in 0..n_ext {
-        if k % 17 == 3 {
-            continue; // isolated as a centre (may still be someone's neighbour)
-        }
-        for _ in 0..rng.below(per_atom + 1) {
-            dst.push(k as i64);
-            src.push(rng.below(n_ext) as i64);
-        }
-    }
-    let e = src.len();
-    let g = (0..3 * e).map(|_| rng.uniform_pm1()).collect();
-    let r = (0..3 * e).map(|_| 4.0 * rng.uniform_pm1()).collect();
-    (src, dst, g, r)
+    let (src, dst, g, r) = common::edge_system(rng, n_ext, n_ext, per_atom, Some(17));
+    let wide = |v: Vec<i32>| v.into_iter().map(i64::from).collect();
+    (wide(src), wide(dst), g, r)
 }
 
 fn assert_close(what: &str, got: &[f64], want: &[f64], rel: f64) {

@@ -9,25 +9,8 @@ use hipkern::{Device, Error};
 
 use hipkern::rng::SplitMix64 as Rng;
 
-/// Edges grouped by dst (the centre atom), src random.
-fn system(
-    rng: &mut Rng,
-    n_ext: usize,
-    n_centres: usize,
-    per_atom: usize,
-) -> (Vec<i32>, Vec<i32>, Vec<f64>, Vec<f64>) {
-    let (mut src, mut dst) = (Vec::new(), Vec::new());
-    for k in 0..n_centres {
-        for _ in 0..rng.below(per_atom + 1) {
-            dst.push(k as i32);
-            src.push(rng.below(n_ext) as i32);
-        }
-    }
-    let e = src.len();
-    let g = (0..3 * e).map(|_| rng.uniform_pm1()).collect();
-    let r = (0..3 * e).map(|_| 5.0 * rng.uniform_pm1()).collect();
-    (src, dst, g, r)
-}
+mod common;
+use common::edge_system;
 
 /// Per element: |a − b| ≤ rel·|b| + floor, floor = rel · max|ref|.
 fn check(what: &str, got: &[f64], want: &[f64], rel: f64) {
@@ -65,7 +48,7 @@ fn device_assembly_matches_the_f64_reference() {
         (8000, 6000, 200),
         (49_152, 32_768, 128),
     ] {
-        let (src, dst, g, r) = system(&mut rng, n_ext, n_centres, per);
+        let (src, dst, g, r) = edge_system(&mut rng, n_ext, n_centres, per, None);
         let plan = CsrPlan::build(&src, &dst, n_ext, None).unwrap();
         let dplan = DevicePlan::upload(&d, &plan).unwrap();
         let (g64, r64) = (d.htod_copy(&g).unwrap(), d.htod_copy(&r).unwrap());
@@ -192,7 +175,7 @@ fn ghost_folding_and_empty_inputs_on_the_device() {
             }
         })
         .collect();
-    let (src, dst, g, r) = system(&mut rng, n_ext, n_local, 60);
+    let (src, dst, g, r) = edge_system(&mut rng, n_ext, n_local, 60, None);
     let ghosts = Some(GhostMapping {
         mapping: &mapping,
         n_local,
