@@ -6,19 +6,10 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-"$ROOT/scripts/install-toolchain.sh" --cuda >/dev/null
-# shellcheck disable=SC1091
-. "$ROOT/.toolchain/env-nvidia.sh"
-export CARGO_TARGET_DIR="$ROOT/target/nvidia"
+# shellcheck source=scripts/nvidia-build.sh
+. "$ROOT/scripts/nvidia-build.sh"
 rm -rf .device/benches && mkdir -p .device/benches
-cargo bench --no-run --message-format=json 2>/dev/null | python3 -c '
-import json, sys, shutil
-for line in sys.stdin:
-    try: m = json.loads(line)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and "bench" in m["target"]["kind"] and m.get("executable"):
-        shutil.copy2(m["executable"], ".device/benches/" + m["target"]["name"]); print("built", m["target"]["name"])
-'
+cargo bench --no-run --message-format=json 2>/dev/null | copy_executables .device/benches benches
 cp scripts/force_torch_peer.py .device/benches/
 cat > .device/run-benches.sh <<'RUN'
 #!/usr/bin/env bash

@@ -7,22 +7,10 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-"$ROOT/scripts/install-toolchain.sh" --cuda >/dev/null
-# shellcheck disable=SC1091
-. "$ROOT/.toolchain/env-nvidia.sh"
-export CARGO_TARGET_DIR="$ROOT/target/nvidia"
+# shellcheck source=scripts/nvidia-build.sh
+. "$ROOT/scripts/nvidia-build.sh"
 rm -rf .device/tests && mkdir -p .device/tests
-cargo test --release --workspace --no-run --message-format=json 2>/dev/null \
-  | python3 -c '
-import json, sys, shutil, os
-for line in sys.stdin:
-    try: m = json.loads(line)
-    except ValueError: continue
-    if m.get("reason") == "compiler-artifact" and m.get("profile", {}).get("test") and m.get("executable"):
-        name = m["target"]["name"] + "-" + m["target"]["kind"][0]
-        shutil.copy2(m["executable"], os.path.join(".device/tests", name))
-        print("built", name)
-'
+cargo test --release --workspace --no-run --message-format=json 2>/dev/null | copy_executables .device/tests tests
 cargo build --release --bin hipkern 2>/dev/null
 cp "$CARGO_TARGET_DIR/release/hipkern" .device/hipkern
 cat > .device/run-tests.sh <<'RUN'
