@@ -150,17 +150,8 @@ fn build_device(t: &Toolchain, hip_dir: &Path, include: &Path, out: &Path) {
             } else {
                 None
             };
-            let mut candidates = nvcc
-                .as_deref()
-                .map(build_support::cudart_dir_candidates)
-                .unwrap_or_default();
-            for root in ["CUDA_PATH", "CUDA_HOME"] {
-                if let Some(r) = env_var(root) {
-                    candidates.push(Path::new(&r).join("lib64"));
-                    candidates.push(Path::new(&r).join("lib"));
-                }
-            }
-            candidates.push(PathBuf::from("/usr/local/cuda/lib64"));
+            let env = |n: &str| env_var(n);
+            let candidates = build_support::cudart_dir_candidates(nvcc.as_deref(), &env);
             let dir = candidates
                 .iter()
                 .find(|d| d.join("libcudart_static.a").is_file())

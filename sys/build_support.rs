@@ -340,19 +340,26 @@ pub fn resolve(env: EnvFn, exists: ExistsFn) -> Result<Toolchain, String> {
     }
 }
 
-/// Where static cudart lives relative to nvcc: the CUDA toolkit's lib64,
-/// the PyPI wheels' lib, or targets/x86_64-linux/lib.
-pub fn cudart_dir_candidates(nvcc: &Path) -> Vec<PathBuf> {
-    let root = nvcc
-        .parent()
-        .and_then(|b| b.parent())
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    vec![
-        root.join("lib64"),
-        root.join("lib"),
-        root.join("targets/x86_64-linux/lib"),
-    ]
+/// Where to look for static cudart, in order: beside nvcc (when the
+/// compiler is nvcc itself) in the toolkit's lib64, the PyPI wheels' lib or
+/// targets/x86_64-linux/lib; then $CUDA_PATH and $CUDA_HOME (lib64, lib);
+/// then /usr/local/cuda/lib64.
+pub fn cudart_dir_candidates(nvcc: Option<&Path>, env: EnvFn) -> Vec<PathBuf> {
+    let mut dirs = Vec::new();
+    if let Some(root) = nvcc.and_then(|c| c.parent()).and_then(|b| b.parent()) {
+        dirs.extend([
+            root.join("lib64"),
+            root.join("lib"),
+            root.join("targets/x86_64-linux/lib"),
+        ]);
+    }
+    for var_name in ["CUDA_PATH", "CUDA_HOME"] {
+        if let Some(r) = var(env, var_name) {
+            dirs.extend([Path::new(&r).join("lib64"), Path::new(&r).join("lib")]);
+        }
+    }
+    dirs.push(PathBuf::from("/usr/local/cuda/lib64"));
+    dirs
 }
 
 /// Compiler arguments for one .hip source (everything but the program).

@@ -251,11 +251,16 @@ fn compile_args_per_compiler() {
             && s.contains("-gencode=arch=compute_90,code=[sm_90,compute_90]"),
         "{s}"
     );
+    let env = |k: &str| g.vars.borrow().get(k).cloned();
     assert_eq!(
-        cudart_dir_candidates(&nvcc)[1],
+        cudart_dir_candidates(Some(&nvcc), &env)[1],
         g.dir.path().join("cu13/lib"),
         "the PyPI layout keeps libcudart_static.a in cu13/lib"
     );
+    g.set("CUDA_HOME", "/opt/cuda-home");
+    let dirs = cudart_dir_candidates(None, &env);
+    assert_eq!(dirs[0], Path::new("/opt/cuda-home/lib64"), "{dirs:?}");
+    assert_eq!(dirs.last().unwrap(), Path::new("/usr/local/cuda/lib64"));
 }
 
 #[test]
