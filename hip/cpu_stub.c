@@ -21,6 +21,7 @@ const char *hipkern_error_name(int32_t s) {
     case HIPKERN_ERROR_INVALID_ARGUMENT: return "HIPKERN_ERROR_INVALID_ARGUMENT";
     case HIPKERN_ERROR_NO_TOOLCHAIN: return "HIPKERN_ERROR_NO_TOOLCHAIN";
     case HIPKERN_ERROR_OVERFLOW: return "HIPKERN_ERROR_OVERFLOW";
+    case HIPKERN_ERROR_INVALID_INDEX: return "HIPKERN_ERROR_INVALID_INDEX";
     default: return "HIPKERN_ERROR_UNKNOWN";
   }
 }
@@ -31,6 +32,7 @@ const char *hipkern_error_string(int32_t s) {
     case HIPKERN_ERROR_INVALID_ARGUMENT: return "invalid argument passed to a hipkern entry point";
     case HIPKERN_ERROR_NO_TOOLCHAIN: return "hipkern was built for the cpu platform, without device code";
     case HIPKERN_ERROR_OVERFLOW: return "a size computation would overflow";
+    case HIPKERN_ERROR_INVALID_INDEX: return "an index is out of range";
     default: return "unknown status (the cpu build has no device runtime)";
   }
 }
@@ -76,10 +78,22 @@ int32_t hipkern_iota_u32(uint32_t *d, size_t n, uint32_t a, uint32_t st, void *s
 }
 int32_t hipkern_force_assemble(hipkern_dtype dt, const void *g, const void *r, int64_t ne,
                                const int32_t *a, const int32_t *b, const int32_t *c,
-                               const int32_t *d, int32_t nr, hipkern_virial_split sp, double *f,
-                               double *w, void *s) {
+                               const int32_t *d, int32_t nr, hipkern_virial_split sp,
+                               hipkern_dtype odt, void *f, void *w, double *acc, void *s) {
   (void)dt; (void)g; (void)r; (void)ne; (void)a; (void)b; (void)c; (void)d; (void)nr; (void)sp;
-  (void)f; (void)w; (void)s; NT;
+  (void)odt; (void)f; (void)w; (void)acc; (void)s; NT;
+}
+int32_t hipkern_force_plan_scratch_bytes(int64_t ne, int64_t nr, size_t *bytes) {
+  (void)ne; (void)nr; if (bytes) *bytes = 0; NT;
+}
+int32_t hipkern_force_plan_build(hipkern_index_type it, const void *src, const void *dst,
+                                 int64_t ne, int64_t nx, hipkern_index_type mt, const void *m,
+                                 int64_t nl, int32_t *a, int32_t *b, int32_t *c, int32_t *d,
+                                 void *sc, size_t sb, hipkern_force_plan_report *rep, void *s) {
+  (void)it; (void)src; (void)dst; (void)ne; (void)nx; (void)mt; (void)m; (void)nl; (void)a;
+  (void)b; (void)c; (void)d; (void)sc; (void)sb; (void)s;
+  if (rep) rep->first_bad_src = rep->first_bad_dst = rep->first_bad_mapping = -1;
+  NT;
 }
 int32_t hipkern_force_assemble_atomic(hipkern_dtype dt, const void *g, const void *r,
                                       const int32_t *src, const int32_t *dst, int64_t ne,

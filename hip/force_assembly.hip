@@ -26,11 +26,11 @@ constexpr unsigned kEdgeBlock = 256;
 // gathered loads in flight per row, which the memory system needs.
 // Lanes past the last row run an empty segment: every lane of the warp
 // takes part in the shuffles.
-template <typename T, int LANES>
+template <typename T, typename O, int LANES>
 __global__ void segment_pass(const T *__restrict__ g, const T *__restrict__ r,
                              const int32_t *__restrict__ order, const int32_t *__restrict__ row_ptr,
                              int32_t n_rows, double force_sign, double virial_weight, bool first,
-                             double *__restrict__ force, double *__restrict__ virial) {
+                             double *acc_force, double *acc_virial, O *out_force, O *out_virial) {
   const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t row = tid / LANES;
   const int lane = static_cast<int>(tid % LANES);
@@ -60,10 +60,20 @@ __global__ void segment_pass(const T *__restrict__ g, const T *__restrict__ r,
 #pragma unroll
     for (int c = 0; c < 12; ++c) acc[c] += HIPKERN_SHFL_XOR(acc[c], m);
   if (!live || lane != 0) return;
-  double *f = force + 3 * row;
-  double *w = virial + 9 * row;
-  for (int c = 0; c < 3; ++c) f[c] = (first ? 0.0 : f[c]) + force_sign * acc[c];
-  for (int c = 0; c < 9; ++c) w[c] = (first ? 0.0 : w[c]) + virial_weight * acc[3 + c];
+  // The first (dst) pass leaves float64 sums in acc_*; the second (src)
+  // pass adds its own and rounds once into out_* (for float64 outputs
+  // acc_* and out_* are the same memory).
+  double *af = acc_force + 3 * row;
+  double *aw = acc_virial + 9 * row;
+  if (first) {
+    for (int c = 0; c < 3; ++c) af[c] = 0.0 + force_sign * acc[c];
+    for (int c = 0; c < 9; ++c) aw[c] = 0.0 + virial_weight * acc[3 + c];
+    return;
+  }
+  O *f = out_force + 3 * row;
+  O *w = out_virial + 9 * row;
+  for (int c = 0; c < 3; ++c) f[c] = static_cast<O>(af[c] + force_sign * acc[c]);
+  for (int c = 0; c < 9; ++c) w[c] = static_cast<O>(aw[c] + virial_weight * acc[3 + c]);
 }
 
 // Lanes per row from the mean segment length: about 8 edges per lane,
@@ -75,45 +85,73 @@ int lanes_for(int64_t n_edges, int32_t n_rows) {
   return lanes;
 }
 
-template <typename T, int LANES>
-hipError_t launch_pass(const T *g, const T *r, const int32_t *order, const int32_t *row_ptr,
-                       int32_t n_rows, double sign, double wv, bool first, double *force,
-                       double *virial, hipStream_t s) {
-  const size_t threads = static_cast<size_t>(n_rows) * LANES;
+// Everything one segment pass needs besides the input type.
+template <typename O>
+struct PassArgs {
+  const int32_t *order, *row_ptr;
+  int32_t n_rows;
+  double sign, virial_weight;
+  bool first;
+  double *acc_force, *acc_virial;
+  O *out_force, *out_virial;
+};
+
+template <typename T, typename O, int LANES>
+hipError_t launch_pass(const T *g, const T *r, const PassArgs<O> &a, hipStream_t s) {
+  const size_t threads = static_cast<size_t>(a.n_rows) * LANES;
   const unsigned blocks = static_cast<unsigned>((threads + kRowBlock - 1) / kRowBlock);
-  segment_pass<T, LANES><<<blocks, kRowBlock, 0, s>>>(g, r, order, row_ptr, n_rows, sign, wv, first,
-                                                      force, virial);
+  segment_pass<T, O, LANES><<<blocks, kRowBlock, 0, s>>>(
+      g, r, a.order, a.row_ptr, a.n_rows, a.sign, a.virial_weight, a.first, a.acc_force,
+      a.acc_virial, a.out_force, a.out_virial);
   return hipGetLastError();
 }
 
-template <typename T>
-hipError_t pass(int lanes, const T *g, const T *r, const int32_t *order, const int32_t *row_ptr,
-                int32_t n_rows, double sign, double wv, bool first, double *force, double *virial,
-                hipStream_t s) {
+template <typename T, typename O>
+hipError_t pass(int lanes, const T *g, const T *r, const PassArgs<O> &a, hipStream_t s) {
   switch (lanes) {
-    case 1: return launch_pass<T, 1>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
-    case 2: return launch_pass<T, 2>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
-    case 4: return launch_pass<T, 4>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
-    case 8: return launch_pass<T, 8>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
-    case 16: return launch_pass<T, 16>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
-    default: return launch_pass<T, 32>(g, r, order, row_ptr, n_rows, sign, wv, first, force, virial, s);
+    case 1: return launch_pass<T, O, 1>(g, r, a, s);
+    case 2: return launch_pass<T, O, 2>(g, r, a, s);
+    case 4: return launch_pass<T, O, 4>(g, r, a, s);
+    case 8: return launch_pass<T, O, 8>(g, r, a, s);
+    case 16: return launch_pass<T, O, 16>(g, r, a, s);
+    default: return launch_pass<T, O, 32>(g, r, a, s);
   }
 }
 
-template <typename T>
+// acc_force/acc_virial: where the dst pass leaves its float64 sums (the
+// outputs themselves when O is double, else the caller's scratch).
+template <typename T, typename O>
 int32_t assemble(const T *g, const T *r, int64_t n_edges, const int32_t *dst_order,
                  const int32_t *dst_row_ptr, const int32_t *src_order, const int32_t *src_row_ptr,
-                 int32_t n_rows, hipkern_virial_split split, double *force, double *virial,
-                 hipStream_t s) {
+                 int32_t n_rows, hipkern_virial_split split, double *acc_force, double *acc_virial,
+                 O *force, O *virial, hipStream_t s) {
   const double w_dst = split == HIPKERN_VIRIAL_HALF ? 0.5 : 0.0;
   const double w_src = split == HIPKERN_VIRIAL_HALF ? 0.5 : 1.0;
   const int lanes = lanes_for(n_edges, n_rows);
   (void)hipGetLastError();
-  hipError_t e = pass<T>(lanes, g, r, dst_order, dst_row_ptr, n_rows, 1.0, w_dst, true, force,
-                         virial, s);
+  const PassArgs<O> dst_pass{dst_order, dst_row_ptr, n_rows, 1.0, w_dst, true,
+                             acc_force, acc_virial, force, virial};
+  hipError_t e = pass<T, O>(lanes, g, r, dst_pass, s);
   if (e != hipSuccess) return static_cast<int32_t>(e);
-  e = pass<T>(lanes, g, r, src_order, src_row_ptr, n_rows, -1.0, w_src, false, force, virial, s);
-  return static_cast<int32_t>(e);
+  const PassArgs<O> src_pass{src_order, src_row_ptr, n_rows, -1.0, w_src, false,
+                             acc_force, acc_virial, force, virial};
+  return static_cast<int32_t>(pass<T, O>(lanes, g, r, src_pass, s));
+}
+
+template <typename T>
+int32_t assemble_out(hipkern_dtype out_dtype, const T *g, const T *r, int64_t n_edges,
+                     const int32_t *dst_order, const int32_t *dst_row_ptr,
+                     const int32_t *src_order, const int32_t *src_row_ptr, int32_t n_rows,
+                     hipkern_virial_split split, void *force, void *virial, double *accum,
+                     hipStream_t s) {
+  if (out_dtype == HIPKERN_DTYPE_F64) {
+    double *f = static_cast<double *>(force), *w = static_cast<double *>(virial);
+    return assemble<T, double>(g, r, n_edges, dst_order, dst_row_ptr, src_order, src_row_ptr,
+                               n_rows, split, f, w, f, w, s);
+  }
+  return assemble<T, float>(g, r, n_edges, dst_order, dst_row_ptr, src_order, src_row_ptr, n_rows,
+                            split, accum, accum + 3 * static_cast<size_t>(n_rows),
+                            static_cast<float *>(force), static_cast<float *>(virial), s);
 }
 
 template <typename T>
@@ -166,6 +204,426 @@ bool valid_split(hipkern_virial_split s) {
   return s == HIPKERN_VIRIAL_HALF || s == HIPKERN_VIRIAL_SRC;
 }
 
+
+// ---- CSR plan build on the device ----------------------------------------
+//
+// A stable counting sort of the edges by key (dst and src, or mapping[dst]
+// and mapping[src]) in five steps, all on the caller's stream:
+//   1. validate + histogram: every index is range-checked (the first bad
+//      position of each array is kept with atomicMin); each thread takes a
+//      run of kChunk consecutive edges and adds each run of equal keys with
+//      one atomic (neighbour lists are grouped by centre, so dst keys come
+//      in long runs);
+//   2. exclusive scan of the counts into row_ptr (reduce, scan of the tile
+//      sums, scan of the tiles) and a copy of it as per-row cursors;
+//   3. scatter: each run claims consecutive slots of its row with one
+//      atomic on the cursor;
+//   4. the order inside a row depends on which atomic came first, so every
+//      row is then sorted by edge id (bitonic in shared memory, rows of up
+//      to kShortRow edges by 32 threads each; longer rows by one block
+//      each: chunks of kLongChunk sorted in shared memory, then merged
+//      in passes through a scratch copy). Increasing edge ids within a row
+//      is exactly what a stable sort gives: the plan equals the host one.
+// Steps 2-4 write outputs only if step 1 found every index valid (each
+// kernel reads the validation words first), so a bad input leaves the
+// outputs untouched; the host learns the verdict by one copy at the end.
+
+constexpr int kChunk = 8;            // consecutive edges per thread (runs)
+constexpr unsigned kPlanBlock = 256;
+constexpr int kScanPerThread = 8;
+constexpr int kScanTile = kPlanBlock * kScanPerThread;  // counts per scan tile
+constexpr int kShortRow = 256;      // rows up to this long: 32 threads each
+constexpr int kShortGroups = kPlanBlock / 32;
+constexpr int kLongChunk = 2048;     // shared-memory chunk of a long row
+constexpr uint64_t kNoBad = ~0ull;
+
+// Validation words, in scratch: first bad position of src, dst, mapping.
+struct PlanStatus {
+  unsigned long long bad[4];
+};
+
+__device__ inline bool plan_is_bad(const PlanStatus *st) {
+  return (st->bad[0] & st->bad[1] & st->bad[2]) != kNoBad;
+}
+
+template <typename I>
+__global__ void plan_check_mapping(const I *__restrict__ mapping, int64_t n_ext, int64_t n_local,
+                                   PlanStatus *st) {
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n_ext) return;
+  const int64_t m = static_cast<int64_t>(mapping[k]);
+  if (m < 0 || m >= n_local) atomicMin(&st->bad[2], static_cast<unsigned long long>(k));
+}
+
+// The key of one endpoint, or -1 when it is out of range (its position is
+// recorded in *bad); a mapping entry out of range gives -1 too (the mapping
+// check records it).
+template <typename I, typename M>
+__device__ inline int32_t plan_key(I v, int64_t n_ext, const M *mapping, int64_t n_rows, int64_t e,
+                                   unsigned long long *bad) {
+  const int64_t x = static_cast<int64_t>(v);
+  if (x < 0 || x >= n_ext) {
+    atomicMin(bad, static_cast<unsigned long long>(e));
+    return -1;
+  }
+  const int64_t k = mapping ? static_cast<int64_t>(mapping[x]) : x;
+  return (k >= 0 && k < n_rows) ? static_cast<int32_t>(k) : -1;
+}
+
+// Adds `run` to counter `key` (skipping invalid keys); with `order`,
+// claims `run` consecutive slots and writes the run's edge ids there.
+__device__ inline void plan_flush(int32_t key, int32_t run, int64_t first_edge, int32_t *counter,
+                                  int32_t *order) {
+  if (key < 0 || run == 0) return;
+  const int32_t at = atomicAdd(&counter[key], run);
+  if (order)
+    for (int32_t i = 0; i < run; ++i) order[at + i] = static_cast<int32_t>(first_edge + i);
+}
+
+// Step 1 (order == nullptr: histogram into counters) or step 3 (order set:
+// scatter through the cursors). blockIdx.y: 0 = dst keys, 1 = src keys.
+template <typename I, typename M>
+__global__ void plan_runs(const I *__restrict__ src, const I *__restrict__ dst, int64_t n_edges,
+                          int64_t n_ext, const M *__restrict__ mapping, int64_t n_rows,
+                          int32_t *counters_dst, int32_t *counters_src, int32_t *order_dst,
+                          int32_t *order_src, PlanStatus *st) {
+  const bool scatter = order_dst != nullptr;
+  if (scatter && plan_is_bad(st)) return;
+  const bool is_src = blockIdx.y == 1;
+  const I *idx = is_src ? src : dst;
+  int32_t *counter = is_src ? counters_src : counters_dst;
+  int32_t *order = is_src ? order_src : order_dst;
+  unsigned long long *bad = &st->bad[is_src ? 0 : 1];
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t begin = t * kChunk;
+  if (begin >= n_edges) return;
+  const int64_t end = begin + kChunk < n_edges ? begin + kChunk : n_edges;
+  int32_t key = -1, run = 0;
+  int64_t first = begin;
+  for (int64_t e = begin; e < end; ++e) {
+    const int32_t k = plan_key(idx[e], n_ext, mapping, n_rows, e, bad);
+    if (k != key) {
+      plan_flush(key, run, first, counter, order);
+      key = k;
+      run = 0;
+      first = e;
+    }
+    ++run;
+  }
+  plan_flush(key, run, first, counter, order);
+}
+
+// Block-wide exclusive scan of one value per thread (Hillis-Steele in
+// shared memory); returns the thread's prefix, *total the block's sum.
+__device__ inline int64_t block_exclusive_scan(int64_t v, int64_t *shared, int64_t *total) {
+  const unsigned t = threadIdx.x;
+  shared[t] = v;
+  __syncthreads();
+  for (unsigned d = 1; d < blockDim.x; d *= 2) {
+    const int64_t add = t >= d ? shared[t - d] : 0;
+    __syncthreads();
+    shared[t] += add;
+    __syncthreads();
+  }
+  const int64_t inclusive = shared[t];
+  *total = shared[blockDim.x - 1];
+  __syncthreads();
+  return inclusive - v;
+}
+
+// Step 2a: the sum of every tile of counts. blockIdx.y picks dst/src.
+__global__ void plan_tile_sums(const int32_t *counts_dst, const int32_t *counts_src,
+                               int64_t n_rows, int64_t n_tiles, int64_t *tile_sums) {
+  __shared__ int64_t shared[kPlanBlock];
+  const int32_t *counts = blockIdx.y == 1 ? counts_src : counts_dst;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * kScanTile;
+  int64_t sum = 0;
+  for (int i = 0; i < kScanPerThread; ++i) {
+    const int64_t k = base + static_cast<int64_t>(threadIdx.x) * kScanPerThread + i;
+    if (k < n_rows) sum += counts[k];
+  }
+  int64_t total;
+  block_exclusive_scan(sum, shared, &total);
+  if (threadIdx.x == 0) tile_sums[blockIdx.y * n_tiles + blockIdx.x] = total;
+}
+
+// Step 2b: exclusive scan of the tile sums, in place, one block per key set.
+__global__ void plan_scan_tile_sums(int64_t n_tiles, int64_t *tile_sums) {
+  __shared__ int64_t shared[kPlanBlock];
+  int64_t *sums = tile_sums + blockIdx.y * n_tiles;
+  int64_t carry = 0;
+  for (int64_t base = 0; base < n_tiles; base += blockDim.x) {
+    const int64_t k = base + threadIdx.x;
+    const int64_t v = k < n_tiles ? sums[k] : 0;
+    int64_t total;
+    const int64_t prefix = block_exclusive_scan(v, shared, &total);
+    if (k < n_tiles) sums[k] = carry + prefix;
+    carry += total;
+  }
+}
+
+// Step 2c: row_ptr[k] = the exclusive prefix of counts; the counts become
+// the scatter cursors (the same values). row_ptr[n_rows] = n_edges.
+__global__ void plan_scan_tiles(int32_t *counts_dst, int32_t *counts_src, int64_t n_rows,
+                                int64_t n_tiles, const int64_t *tile_sums, int64_t n_edges,
+                                int32_t *row_ptr_dst, int32_t *row_ptr_src, const PlanStatus *st) {
+  if (plan_is_bad(st)) return;
+  __shared__ int64_t shared[kPlanBlock];
+  const bool is_src = blockIdx.y == 1;
+  int32_t *counts = is_src ? counts_src : counts_dst;
+  int32_t *row_ptr = is_src ? row_ptr_src : row_ptr_dst;
+  const int64_t base = static_cast<int64_t>(blockIdx.x) * kScanTile +
+                       static_cast<int64_t>(threadIdx.x) * kScanPerThread;
+  int32_t c[kScanPerThread];
+  int64_t sum = 0;
+  for (int i = 0; i < kScanPerThread; ++i) {
+    c[i] = base + i < n_rows ? counts[base + i] : 0;
+    sum += c[i];
+  }
+  int64_t total;
+  const int64_t tile_base = n_tiles > 0 ? tile_sums[blockIdx.y * n_tiles + blockIdx.x] : 0;
+  int64_t at = tile_base + block_exclusive_scan(sum, shared, &total);
+  for (int i = 0; i < kScanPerThread; ++i) {
+    if (base + i < n_rows) {
+      row_ptr[base + i] = static_cast<int32_t>(at);
+      counts[base + i] = static_cast<int32_t>(at);
+    }
+    at += c[i];
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) row_ptr[n_rows] = static_cast<int32_t>(n_edges);
+}
+
+// Ascending bitonic sort of s[0..n) (n a power of two) by `threads`
+// cooperating threads, numbered `lane`; `sync` is called between stages by
+// every thread of the block (stage loops run to n_max, the block's largest
+// n, so that every thread reaches every barrier).
+__device__ inline void bitonic_stage(int32_t *s, int n, int k, int j, int lane, int threads) {
+  if (k > n) return;
+  for (int i = lane; i < n; i += threads) {
+    const int p = i ^ j;
+    if (p > i) {
+      const int32_t a = s[i], b = s[p];
+      const bool up = (i & k) == 0;
+      if ((a > b) == up) {
+        s[i] = b;
+        s[p] = a;
+      }
+    }
+  }
+}
+
+__device__ inline int next_pow2(int n) {
+  int p = 1;
+  while (p < n) p *= 2;
+  return p;
+}
+
+// Step 4a: rows of 2..kShortRow edges sorted by 32 threads each; longer
+// rows are appended to long_rows for step 4b. blockIdx.y picks dst/src.
+__global__ void plan_sort_short_rows(int32_t *order_dst, int32_t *order_src,
+                                     const int32_t *row_ptr_dst, const int32_t *row_ptr_src,
+                                     int64_t n_rows, int32_t *long_count, int32_t *long_rows,
+                                     int64_t long_capacity, const PlanStatus *st) {
+  if (plan_is_bad(st)) return;
+  __shared__ int32_t s[kShortGroups][kShortRow];
+  __shared__ int n_max;
+  const bool is_src = blockIdx.y == 1;
+  int32_t *order = is_src ? order_src : order_dst;
+  const int32_t *row_ptr = is_src ? row_ptr_src : row_ptr_dst;
+  const int group = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * kShortGroups + group;
+  int32_t begin = 0, len = 0;
+  if (row < n_rows) {
+    begin = row_ptr[row];
+    len = row_ptr[row + 1] - begin;
+  }
+  if (len > kShortRow) {
+    if (lane == 0) {
+      const int32_t slot = atomicAdd(&long_count[blockIdx.y], 1);
+      if (slot < long_capacity) long_rows[blockIdx.y * long_capacity + slot] = static_cast<int32_t>(row);
+    }
+    len = 0;
+  }
+  const int n = len > 1 ? next_pow2(len) : 0;
+  if (threadIdx.x == 0) n_max = 0;
+  __syncthreads();
+  if (lane == 0 && n > 0) atomicMax(&n_max, n);
+  for (int i = lane; i < n; i += 32) s[group][i] = i < len ? order[begin + i] : INT32_MAX;
+  __syncthreads();
+  const int nm = n_max;
+  for (int k = 2; k <= nm; k *= 2)
+    for (int j = k / 2; j > 0; j /= 2) {
+      bitonic_stage(s[group], n, k, j, lane, 32);
+      __syncthreads();
+    }
+  for (int i = lane; i < len; i += 32) order[begin + i] = s[group][i];
+}
+
+// First index in sorted a[0..n) whose value is not below x.
+__device__ inline int32_t lower_bound(const int32_t *a, int32_t n, int32_t x) {
+  int32_t lo = 0, hi = n;
+  while (lo < hi) {
+    const int32_t mid = lo + (hi - lo) / 2;
+    if (a[mid] < x) lo = mid + 1; else hi = mid;
+  }
+  return lo;
+}
+
+// Step 4b: each block sorts whole long rows (grid-stride over the list):
+// chunks of kLongChunk in shared memory, then merge passes between the row
+// and its slice of `spare` (E entries, same offsets). Every element finds
+// its place by a binary search in the other run (ids are distinct).
+__global__ void plan_sort_long_rows(int32_t *order, const int32_t *row_ptr,
+                                    const int32_t *long_count, const int32_t *long_rows,
+                                    int32_t *spare, const PlanStatus *st) {
+  if (plan_is_bad(st)) return;
+  __shared__ int32_t s[kLongChunk];
+  const int32_t n_long = *long_count;
+  for (int32_t li = blockIdx.x; li < n_long; li += gridDim.x) {
+    const int32_t row = long_rows[li];
+    const int32_t begin = row_ptr[row], len = row_ptr[row + 1] - begin;
+    int32_t *a = order + begin, *b = spare + begin;
+    for (int32_t c0 = 0; c0 < len; c0 += kLongChunk) {
+      const int32_t m = len - c0 < kLongChunk ? len - c0 : kLongChunk;
+      const int n = next_pow2(m);
+      for (int i = threadIdx.x; i < n; i += blockDim.x) s[i] = i < m ? a[c0 + i] : INT32_MAX;
+      __syncthreads();
+      for (int k = 2; k <= n; k *= 2)
+        for (int j = k / 2; j > 0; j /= 2) {
+          bitonic_stage(s, n, k, j, threadIdx.x, blockDim.x);
+          __syncthreads();
+        }
+      for (int i = threadIdx.x; i < m; i += blockDim.x) a[c0 + i] = s[i];
+      __syncthreads();
+    }
+    int32_t *from = a, *to = b;
+    for (int64_t w = kLongChunk; w < len; w *= 2) {
+      for (int32_t i = threadIdx.x; i < len; i += blockDim.x) {
+        const int64_t p = (i / (2 * w)) * (2 * w);
+        const int32_t a0 = static_cast<int32_t>(p);
+        const int32_t b0 = static_cast<int32_t>(p + w < len ? p + w : len);
+        const int32_t b1 = static_cast<int32_t>(p + 2 * w < len ? p + 2 * w : len);
+        const int32_t x = from[i];
+        const int32_t rank = i < b0 ? (i - a0) + lower_bound(from + b0, b1 - b0, x)
+                                    : (i - b0) + lower_bound(from + a0, b0 - a0, x);
+        to[a0 + rank] = x;
+      }
+      __syncthreads();
+      int32_t *t = from;
+      from = to;
+      to = t;
+    }
+    if (from != a)
+      for (int32_t i = threadIdx.x; i < len; i += blockDim.x) a[i] = from[i];
+    __syncthreads();
+  }
+}
+
+// Byte layout of the plan-build scratch; every region 256-byte aligned.
+struct PlanScratch {
+  size_t status, counts, tile_sums, long_count, long_rows, spare, total;
+  int64_t n_tiles, long_capacity;
+};
+
+size_t align256(size_t x) { return (x + 255) & ~static_cast<size_t>(255); }
+
+PlanScratch plan_scratch_layout(int64_t n_edges, int64_t n_rows) {
+  PlanScratch l;
+  l.n_tiles = (n_rows + kScanTile - 1) / kScanTile;
+  l.long_capacity = n_edges / (kShortRow + 1) + 1;
+  size_t at = 0;
+  l.status = at;
+  at = align256(at + sizeof(PlanStatus));
+  l.counts = at;
+  at = align256(at + 2 * sizeof(int32_t) * static_cast<size_t>(n_rows));
+  l.tile_sums = at;
+  at = align256(at + 2 * sizeof(int64_t) * static_cast<size_t>(l.n_tiles));
+  l.long_count = at;
+  at = align256(at + 2 * sizeof(int32_t));
+  l.long_rows = at;
+  at = align256(at + 2 * sizeof(int32_t) * static_cast<size_t>(l.long_capacity));
+  l.spare = at;
+  at = align256(at + sizeof(int32_t) * static_cast<size_t>(n_edges));
+  l.total = at;
+  return l;
+}
+
+template <typename I, typename M>
+hipError_t plan_build(const I *src, const I *dst, int64_t n_edges, int64_t n_ext, const M *mapping,
+                      int64_t n_rows, int32_t *dst_order, int32_t *dst_row_ptr,
+                      int32_t *src_order, int32_t *src_row_ptr, char *scratch,
+                      const PlanScratch &l, PlanStatus *host_status, hipStream_t s) {
+  PlanStatus *st = reinterpret_cast<PlanStatus *>(scratch + l.status);
+  int32_t *counts = reinterpret_cast<int32_t *>(scratch + l.counts);
+  int32_t *counts_dst = counts, *counts_src = counts + n_rows;
+  int64_t *tile_sums = reinterpret_cast<int64_t *>(scratch + l.tile_sums);
+  int32_t *long_count = reinterpret_cast<int32_t *>(scratch + l.long_count);
+  int32_t *long_rows = reinterpret_cast<int32_t *>(scratch + l.long_rows);
+  int32_t *spare = reinterpret_cast<int32_t *>(scratch + l.spare);
+  hipError_t e = hipMemsetAsync(st, 0xff, sizeof(PlanStatus), s);
+  if (e == hipSuccess) e = hipMemsetAsync(counts, 0, 2 * sizeof(int32_t) * n_rows, s);
+  if (e == hipSuccess) e = hipMemsetAsync(long_count, 0, 2 * sizeof(int32_t), s);
+  if (e != hipSuccess) return e;
+  if (mapping) {
+    const unsigned blocks = static_cast<unsigned>((n_ext + kPlanBlock - 1) / kPlanBlock);
+    if (blocks > 0) plan_check_mapping<M><<<blocks, kPlanBlock, 0, s>>>(mapping, n_ext, n_rows, st);
+    if ((e = hipGetLastError()) != hipSuccess) return e;
+  }
+  const int64_t run_threads = (n_edges + kChunk - 1) / kChunk;
+  const dim3 run_grid(static_cast<unsigned>((run_threads + kPlanBlock - 1) / kPlanBlock), 2);
+  if (n_edges > 0) {
+    plan_runs<I, M><<<run_grid, kPlanBlock, 0, s>>>(src, dst, n_edges, n_ext, mapping, n_rows,
+                                                    counts_dst, counts_src, nullptr, nullptr, st);
+    if ((e = hipGetLastError()) != hipSuccess) return e;
+  }
+  const dim3 tile_grid(static_cast<unsigned>(l.n_tiles), 2);
+  if (l.n_tiles > 0) {
+    plan_tile_sums<<<tile_grid, kPlanBlock, 0, s>>>(counts_dst, counts_src, n_rows, l.n_tiles, tile_sums);
+    plan_scan_tile_sums<<<dim3(1, 2), kPlanBlock, 0, s>>>(l.n_tiles, tile_sums);
+  }
+  // Zero rows: row_ptr is just {E} (= {0} when there are no rows either).
+  plan_scan_tiles<<<dim3(l.n_tiles > 0 ? static_cast<unsigned>(l.n_tiles) : 1, 2), kPlanBlock, 0, s>>>(
+      counts_dst, counts_src, n_rows, l.n_tiles, tile_sums, n_edges, dst_row_ptr, src_row_ptr, st);
+  if ((e = hipGetLastError()) != hipSuccess) return e;
+  if (n_edges > 0) {
+    plan_runs<I, M><<<run_grid, kPlanBlock, 0, s>>>(src, dst, n_edges, n_ext, mapping, n_rows,
+                                                    counts_dst, counts_src, dst_order, src_order, st);
+    const dim3 short_grid(static_cast<unsigned>((n_rows + kShortGroups - 1) / kShortGroups), 2);
+    plan_sort_short_rows<<<short_grid, kPlanBlock, 0, s>>>(dst_order, src_order, dst_row_ptr,
+                                                           src_row_ptr, n_rows, long_count, long_rows,
+                                                           l.long_capacity, st);
+    // One launch per key set: they share `spare`.
+    constexpr unsigned kLongGrid = 264;
+    plan_sort_long_rows<<<kLongGrid, kPlanBlock, 0, s>>>(dst_order, dst_row_ptr, long_count,
+                                                         long_rows, spare, st);
+    plan_sort_long_rows<<<kLongGrid, kPlanBlock, 0, s>>>(src_order, src_row_ptr, long_count + 1,
+                                                         long_rows + l.long_capacity, spare, st);
+    if ((e = hipGetLastError()) != hipSuccess) return e;
+  }
+  e = hipMemcpyAsync(host_status, st, sizeof(PlanStatus), hipMemcpyDeviceToHost, s);
+  if (e == hipSuccess) e = hipStreamSynchronize(s);
+  return e;
+}
+
+template <typename I>
+hipError_t plan_build_mapped(hipkern_index_type mapping_type, const I *src, const I *dst,
+                             int64_t n_edges, int64_t n_ext, const void *mapping, int64_t n_rows,
+                             int32_t *dst_order, int32_t *dst_row_ptr, int32_t *src_order,
+                             int32_t *src_row_ptr, char *scratch, const PlanScratch &l,
+                             PlanStatus *host_status, hipStream_t s) {
+  if (mapping_type == HIPKERN_INDEX_I64)
+    return plan_build<I, int64_t>(src, dst, n_edges, n_ext, static_cast<const int64_t *>(mapping),
+                                  n_rows, dst_order, dst_row_ptr, src_order, src_row_ptr, scratch, l,
+                                  host_status, s);
+  return plan_build<I, int32_t>(src, dst, n_edges, n_ext, static_cast<const int32_t *>(mapping),
+                                n_rows, dst_order, dst_row_ptr, src_order, src_row_ptr, scratch, l,
+                                host_status, s);
+}
+
+bool valid_index_type(hipkern_index_type t) {
+  return t == HIPKERN_INDEX_I32 || t == HIPKERN_INDEX_I64;
+}
+
 }  // namespace
 
 extern "C" {
@@ -174,26 +632,82 @@ int32_t hipkern_force_assemble(hipkern_dtype dtype, const void *g, const void *e
                                int64_t n_edges, const int32_t *dst_order,
                                const int32_t *dst_row_ptr, const int32_t *src_order,
                                const int32_t *src_row_ptr, int32_t n_rows,
-                               hipkern_virial_split split, double *force, double *virial,
-                               void *stream) {
+                               hipkern_virial_split split, hipkern_dtype out_dtype, void *force,
+                               void *virial, double *accum_scratch, void *stream) {
   if (n_rows < 0 || n_edges < 0 || n_edges > INT32_MAX || !valid_split(split))
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (out_dtype != HIPKERN_DTYPE_F32 && out_dtype != HIPKERN_DTYPE_F64)
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (n_rows == 0) return HIPKERN_SUCCESS;
   if (!dst_row_ptr || !src_row_ptr || !force || !virial) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (out_dtype == HIPKERN_DTYPE_F32 && !accum_scratch) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (n_edges > 0 && (!g || !edge_vec || !dst_order || !src_order))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   hipStream_t s = static_cast<hipStream_t>(stream);
   switch (dtype) {
     case HIPKERN_DTYPE_F32:
-      return assemble<float>(static_cast<const float *>(g), static_cast<const float *>(edge_vec),
-                             n_edges, dst_order, dst_row_ptr, src_order, src_row_ptr, n_rows, split, force,
-                             virial, s);
+      return assemble_out<float>(out_dtype, static_cast<const float *>(g),
+                                 static_cast<const float *>(edge_vec), n_edges, dst_order,
+                                 dst_row_ptr, src_order, src_row_ptr, n_rows, split, force, virial,
+                                 accum_scratch, s);
     case HIPKERN_DTYPE_F64:
-      return assemble<double>(static_cast<const double *>(g),
-                              static_cast<const double *>(edge_vec), n_edges, dst_order, dst_row_ptr,
-                              src_order, src_row_ptr, n_rows, split, force, virial, s);
+      return assemble_out<double>(out_dtype, static_cast<const double *>(g),
+                                  static_cast<const double *>(edge_vec), n_edges, dst_order,
+                                  dst_row_ptr, src_order, src_row_ptr, n_rows, split, force, virial,
+                                  accum_scratch, s);
   }
   return HIPKERN_ERROR_INVALID_ARGUMENT;
+}
+
+int32_t hipkern_force_plan_scratch_bytes(int64_t n_edges, int64_t n_rows, size_t *bytes) {
+  if (!bytes || n_edges < 0 || n_edges > INT32_MAX || n_rows < 0 || n_rows >= INT32_MAX)
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  *bytes = plan_scratch_layout(n_edges, n_rows).total;
+  return HIPKERN_SUCCESS;
+}
+
+int32_t hipkern_force_plan_build(hipkern_index_type index_type, const void *src, const void *dst,
+                                 int64_t n_edges, int64_t n_ext, hipkern_index_type mapping_type,
+                                 const void *mapping, int64_t n_local, int32_t *dst_order,
+                                 int32_t *dst_row_ptr, int32_t *src_order, int32_t *src_row_ptr,
+                                 void *scratch, size_t scratch_bytes,
+                                 hipkern_force_plan_report *report, void *stream) {
+  if (!report) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  report->first_bad_src = report->first_bad_dst = report->first_bad_mapping = -1;
+  if (n_edges < 0 || n_edges > INT32_MAX || n_ext < 0 || n_ext >= INT32_MAX)
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (!valid_index_type(index_type) || (mapping && !valid_index_type(mapping_type)))
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (mapping && (n_local < 0 || n_local > n_ext)) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  const int64_t n_rows = mapping ? n_local : n_ext;
+  const PlanScratch l = plan_scratch_layout(n_edges, n_rows);
+  if (!dst_row_ptr || !src_row_ptr || !scratch || scratch_bytes < l.total)
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (n_edges > 0 && (!src || !dst || !dst_order || !src_order))
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  (void)hipGetLastError();
+  hipStream_t s = static_cast<hipStream_t>(stream);
+  char *sc = static_cast<char *>(scratch);
+  PlanStatus host{};
+  hipError_t e;
+  if (index_type == HIPKERN_INDEX_I64)
+    e = plan_build_mapped<int64_t>(mapping_type, static_cast<const int64_t *>(src),
+                                   static_cast<const int64_t *>(dst), n_edges, n_ext, mapping,
+                                   n_rows, dst_order, dst_row_ptr, src_order, src_row_ptr, sc, l,
+                                   &host, s);
+  else
+    e = plan_build_mapped<int32_t>(mapping_type, static_cast<const int32_t *>(src),
+                                   static_cast<const int32_t *>(dst), n_edges, n_ext, mapping,
+                                   n_rows, dst_order, dst_row_ptr, src_order, src_row_ptr, sc, l,
+                                   &host, s);
+  if (e != hipSuccess) return static_cast<int32_t>(e);
+  const auto pos = [](unsigned long long b) { return b == kNoBad ? int64_t{-1} : static_cast<int64_t>(b); };
+  report->first_bad_src = pos(host.bad[0]);
+  report->first_bad_dst = pos(host.bad[1]);
+  report->first_bad_mapping = pos(host.bad[2]);
+  if (report->first_bad_src >= 0 || report->first_bad_dst >= 0 || report->first_bad_mapping >= 0)
+    return HIPKERN_ERROR_INVALID_INDEX;
+  return HIPKERN_SUCCESS;
 }
 
 int32_t hipkern_force_assemble_atomic(hipkern_dtype dtype, const void *g, const void *edge_vec,

@@ -37,6 +37,7 @@ static const char *hipkern_own_name(int32_t status) {
     case HIPKERN_ERROR_INVALID_ARGUMENT: return "HIPKERN_ERROR_INVALID_ARGUMENT";
     case HIPKERN_ERROR_NO_TOOLCHAIN: return "HIPKERN_ERROR_NO_TOOLCHAIN";
     case HIPKERN_ERROR_OVERFLOW: return "HIPKERN_ERROR_OVERFLOW";
+    case HIPKERN_ERROR_INVALID_INDEX: return "HIPKERN_ERROR_INVALID_INDEX";
     default: return "HIPKERN_ERROR_UNKNOWN";
   }
 }
@@ -46,6 +47,7 @@ static const char *hipkern_own_string(int32_t status) {
     case HIPKERN_ERROR_INVALID_ARGUMENT: return "invalid argument passed to a hipkern entry point";
     case HIPKERN_ERROR_NO_TOOLCHAIN: return "hipkern was built without device code";
     case HIPKERN_ERROR_OVERFLOW: return "a size computation would overflow";
+    case HIPKERN_ERROR_INVALID_INDEX: return "an index is out of range";
     default: return "unknown hipkern status";
   }
 }

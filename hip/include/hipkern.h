@@ -43,6 +43,8 @@ extern "C" {
 #define HIPKERN_ERROR_NO_TOOLCHAIN (-2)
 /** A size computation would overflow. */
 #define HIPKERN_ERROR_OVERFLOW (-3)
+/** An index array holds a value out of range; the call's report says where. */
+#define HIPKERN_ERROR_INVALID_INDEX (-4)
 
 /* ---- platform, version, errors ----------------------------------------- */
 /** HIPKERN_ABI_VERSION of the built library. */
@@ -152,21 +154,63 @@ typedef enum hipkern_virial_split {
   HIPKERN_VIRIAL_SRC = 1
 } hipkern_virial_split;
 
+/** Element type of index arrays. */
+typedef enum hipkern_index_type { HIPKERN_INDEX_I32 = 1, HIPKERN_INDEX_I64 = 2 } hipkern_index_type;
+
+/** Where a plan build found bad indices: the first bad position, or -1. */
+typedef struct hipkern_force_plan_report {
+  int64_t first_bad_src;
+  int64_t first_bad_dst;
+  int64_t first_bad_mapping;
+} hipkern_force_plan_report;
+
+/** Scratch bytes hipkern_force_plan_build needs for n_edges edges and n_rows output rows. */
+int32_t hipkern_force_plan_scratch_bytes(int64_t n_edges, int64_t n_rows, size_t *bytes);
+
+/**
+ * Builds the CSR plan on the device: a stable counting sort of the edges
+ * by key (histogram, exclusive scan, scatter; rows then ordered by edge id),
+ * keys dst and src, or mapping[dst] and mapping[src] when `mapping` is not
+ * NULL (extended -> local, n_ext entries of `mapping_type`; rows are then
+ * n_local). src/dst: n_edges entries of `index_type`, in [0, n_ext).
+ * Outputs: dst_order/src_order (n_edges edge ids), dst_row_ptr/src_row_ptr
+ * (n_rows + 1 offsets), int32 device arrays. Edges in one row appear in
+ * increasing id, so the plan is exactly the host one.
+ *
+ * Every index is checked on the device first. If one is out of range
+ * (negative or >= n_ext; mapping target negative or >= n_local), nothing
+ * is written to the outputs, *report holds the first bad position of each
+ * array (-1 where none) and the call returns HIPKERN_ERROR_INVALID_INDEX.
+ * The call synchronizes `stream` to learn that verdict.
+ * scratch: device memory of at least hipkern_force_plan_scratch_bytes.
+ */
+int32_t hipkern_force_plan_build(hipkern_index_type index_type, const void *src, const void *dst,
+                                 int64_t n_edges, int64_t n_ext, hipkern_index_type mapping_type,
+                                 const void *mapping, int64_t n_local, int32_t *dst_order,
+                                 int32_t *dst_row_ptr, int32_t *src_order, int32_t *src_row_ptr,
+                                 void *scratch, size_t scratch_bytes,
+                                 hipkern_force_plan_report *report, void *stream);
+
 /**
  * F_k = sum_{dst(e)=k} g_e - sum_{src(e)=k} g_e and the per-atom virial
- * (row-major 3x3) over a CSR plan, float64 outputs force (n_rows x 3) and
- * virial (n_rows x 9), fully overwritten. g and edge_vec are E x 3 of
- * `dtype`. The plan (dst_order/src_order: E edge ids; dst_row_ptr/
- * src_row_ptr: n_rows + 1 offsets, 0 .. E, non-decreasing) must be valid:
- * the safe API validates it; a C caller passes what it built with the
- * same rules. Asynchronous on `stream`; no atomics; bitwise reproducible.
+ * (row-major 3x3) over a CSR plan: force (n_rows x 3) and virial
+ * (n_rows x 9) of `out_dtype`, fully overwritten. g and edge_vec are E x 3
+ * of `dtype`. Sums are float64 in registers in a fixed order; with
+ * out_dtype F32 the float64 result is rounded once, and accum_scratch
+ * (n_rows x 12 doubles of device memory) holds the first pass's sums (it
+ * may be NULL for F64 outputs). The plan (dst_order/src_order: E edge ids;
+ * dst_row_ptr/src_row_ptr: n_rows + 1 offsets, 0 .. E, non-decreasing) must
+ * be valid: hipkern_force_plan_build makes one, the safe API validates
+ * host-made ones. Asynchronous on `stream`; no atomics; bitwise
+ * reproducible. NaN/Inf in an edge's g or edge_vec reach only the rows of
+ * its endpoints.
  */
 int32_t hipkern_force_assemble(hipkern_dtype dtype, const void *g, const void *edge_vec,
                                int64_t n_edges, const int32_t *dst_order,
                                const int32_t *dst_row_ptr, const int32_t *src_order,
                                const int32_t *src_row_ptr, int32_t n_rows,
-                               hipkern_virial_split split, double *force, double *virial,
-                               void *stream);
+                               hipkern_virial_split split, hipkern_dtype out_dtype, void *force,
+                               void *virial, double *accum_scratch, void *stream);
 
 /**
  * The reference path: materialises -g (x) edge_vec into outer_scratch

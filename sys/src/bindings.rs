@@ -5,6 +5,7 @@ pub const HIPKERN_SUCCESS: u32 = 0;
 pub const HIPKERN_ERROR_INVALID_ARGUMENT: i32 = -1;
 pub const HIPKERN_ERROR_NO_TOOLCHAIN: i32 = -2;
 pub const HIPKERN_ERROR_OVERFLOW: i32 = -3;
+pub const HIPKERN_ERROR_INVALID_INDEX: i32 = -4;
 unsafe extern "C" {
     #[doc = " HIPKERN_ABI_VERSION of the built library."]
     pub fn hipkern_abi_version() -> i32;
@@ -233,8 +234,58 @@ pub const HIPKERN_VIRIAL_HALF: hipkern_virial_split = 0;
 pub const HIPKERN_VIRIAL_SRC: hipkern_virial_split = 1;
 #[doc = " Where the per-edge virial -g (x) edge_vec goes."]
 pub type hipkern_virial_split = ::core::ffi::c_uint;
+pub const HIPKERN_INDEX_I32: hipkern_index_type = 1;
+pub const HIPKERN_INDEX_I64: hipkern_index_type = 2;
+#[doc = " Element type of index arrays."]
+pub type hipkern_index_type = ::core::ffi::c_uint;
+#[doc = " Where a plan build found bad indices: the first bad position, or -1."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_force_plan_report {
+    pub first_bad_src: i64,
+    pub first_bad_dst: i64,
+    pub first_bad_mapping: i64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_force_plan_report"]
+        [::core::mem::size_of::<hipkern_force_plan_report>() - 24usize];
+    ["Alignment of hipkern_force_plan_report"]
+        [::core::mem::align_of::<hipkern_force_plan_report>() - 8usize];
+    ["Offset of field: hipkern_force_plan_report::first_bad_src"]
+        [::core::mem::offset_of!(hipkern_force_plan_report, first_bad_src) - 0usize];
+    ["Offset of field: hipkern_force_plan_report::first_bad_dst"]
+        [::core::mem::offset_of!(hipkern_force_plan_report, first_bad_dst) - 8usize];
+    ["Offset of field: hipkern_force_plan_report::first_bad_mapping"]
+        [::core::mem::offset_of!(hipkern_force_plan_report, first_bad_mapping) - 16usize];
+};
 unsafe extern "C" {
-    #[doc = " F_k = sum_{dst(e)=k} g_e - sum_{src(e)=k} g_e and the per-atom virial\n (row-major 3x3) over a CSR plan, float64 outputs force (n_rows x 3) and\n virial (n_rows x 9), fully overwritten. g and edge_vec are E x 3 of\n `dtype`. The plan (dst_order/src_order: E edge ids; dst_row_ptr/\n src_row_ptr: n_rows + 1 offsets, 0 .. E, non-decreasing) must be valid:\n the safe API validates it; a C caller passes what it built with the\n same rules. Asynchronous on `stream`; no atomics; bitwise reproducible."]
+    #[doc = " Scratch bytes hipkern_force_plan_build needs for n_edges edges and n_rows output rows."]
+    pub fn hipkern_force_plan_scratch_bytes(n_edges: i64, n_rows: i64, bytes: *mut usize) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " Builds the CSR plan on the device: a stable counting sort of the edges\n by key (histogram, exclusive scan, scatter; rows then ordered by edge id),\n keys dst and src, or mapping[dst] and mapping[src] when `mapping` is not\n NULL (extended -> local, n_ext entries of `mapping_type`; rows are then\n n_local). src/dst: n_edges entries of `index_type`, in [0, n_ext).\n Outputs: dst_order/src_order (n_edges edge ids), dst_row_ptr/src_row_ptr\n (n_rows + 1 offsets), int32 device arrays. Edges in one row appear in\n increasing id, so the plan is exactly the host one.\n\n Every index is checked on the device first. If one is out of range\n (negative or >= n_ext; mapping target negative or >= n_local), nothing\n is written to the outputs, *report holds the first bad position of each\n array (-1 where none) and the call returns HIPKERN_ERROR_INVALID_INDEX.\n The call synchronizes `stream` to learn that verdict.\n scratch: device memory of at least hipkern_force_plan_scratch_bytes."]
+    pub fn hipkern_force_plan_build(
+        index_type: hipkern_index_type,
+        src: *const ::core::ffi::c_void,
+        dst: *const ::core::ffi::c_void,
+        n_edges: i64,
+        n_ext: i64,
+        mapping_type: hipkern_index_type,
+        mapping: *const ::core::ffi::c_void,
+        n_local: i64,
+        dst_order: *mut i32,
+        dst_row_ptr: *mut i32,
+        src_order: *mut i32,
+        src_row_ptr: *mut i32,
+        scratch: *mut ::core::ffi::c_void,
+        scratch_bytes: usize,
+        report: *mut hipkern_force_plan_report,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " F_k = sum_{dst(e)=k} g_e - sum_{src(e)=k} g_e and the per-atom virial\n (row-major 3x3) over a CSR plan: force (n_rows x 3) and virial\n (n_rows x 9) of `out_dtype`, fully overwritten. g and edge_vec are E x 3\n of `dtype`. Sums are float64 in registers in a fixed order; with\n out_dtype F32 the float64 result is rounded once, and accum_scratch\n (n_rows x 12 doubles of device memory) holds the first pass's sums (it\n may be NULL for F64 outputs). The plan (dst_order/src_order: E edge ids;\n dst_row_ptr/src_row_ptr: n_rows + 1 offsets, 0 .. E, non-decreasing) must\n be valid: hipkern_force_plan_build makes one, the safe API validates\n host-made ones. Asynchronous on `stream`; no atomics; bitwise\n reproducible. NaN/Inf in an edge's g or edge_vec reach only the rows of\n its endpoints."]
     pub fn hipkern_force_assemble(
         dtype: hipkern_dtype,
         g: *const ::core::ffi::c_void,
@@ -246,8 +297,10 @@ unsafe extern "C" {
         src_row_ptr: *const i32,
         n_rows: i32,
         split: hipkern_virial_split,
-        force: *mut f64,
-        virial: *mut f64,
+        out_dtype: hipkern_dtype,
+        force: *mut ::core::ffi::c_void,
+        virial: *mut ::core::ffi::c_void,
+        accum_scratch: *mut f64,
         stream: *mut ::core::ffi::c_void,
     ) -> i32;
 }
