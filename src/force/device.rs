@@ -1,6 +1,7 @@
-//! Device paths: the plan on the device, the atomic-free assembly
-//! (`hipkern_force_assemble`) and the atomic reference path.
-use super::{validated_keys, CsrPlan, EdgeIndex, GhostMapping, Real, VirialSplit};
+//! Device paths: the plan built on the device (`hipkern_force_plan_build`),
+//! the atomic-free assembly (`hipkern_force_assemble`) and the atomic
+//! reference path.
+use super::{validated_keys, CsrPlan, EdgeIndex, GhostMapping, Real, VirialSplit, MAX_PLAN_LEN};
 use crate::runtime::{DeviceBuffer, DeviceRepr, Error, Result, Stream};
 use crate::Device;
 use hipkern_sys as sys;
@@ -24,7 +25,44 @@ fn split_code(s: VirialSplit) -> sys::hipkern_virial_split {
     }
 }
 
-/// A validated [`CsrPlan`] resident on one device.
+/// Index types the device plan build reads: int32 or int64.
+pub trait DeviceIndex: DeviceRepr + EdgeIndex {
+    /// The C ABI's index type code.
+    const INDEX_TYPE: sys::hipkern_index_type;
+}
+impl DeviceIndex for i32 {
+    const INDEX_TYPE: sys::hipkern_index_type = sys::HIPKERN_INDEX_I32;
+}
+impl DeviceIndex for i64 {
+    const INDEX_TYPE: sys::hipkern_index_type = sys::HIPKERN_INDEX_I64;
+}
+
+/// Ghost folding for a plan built on the device: `mapping` (extended →
+/// local, `N_ext` entries, int32 or int64) lives in device memory.
+#[derive(Clone, Copy)]
+pub struct DeviceGhostMapping<'a> {
+    ptr: *const std::ffi::c_void,
+    len: usize,
+    index_type: sys::hipkern_index_type,
+    device: &'a Device,
+    n_local: usize,
+}
+
+impl<'a> DeviceGhostMapping<'a> {
+    /// Borrows `mapping` for the build; every entry must lie in `[0, n_local)`.
+    pub fn new<M: DeviceIndex>(mapping: &'a DeviceBuffer<M>, n_local: usize) -> Self {
+        DeviceGhostMapping {
+            ptr: mapping.as_ptr().cast(),
+            len: mapping.len(),
+            index_type: M::INDEX_TYPE,
+            device: mapping.device(),
+            n_local,
+        }
+    }
+}
+
+/// A valid CSR plan resident on one device: built there
+/// ([`DevicePlan::build`]) or uploaded from a host [`CsrPlan`].
 pub struct DevicePlan {
     n_rows: usize,
     n_edges: usize,
@@ -54,6 +92,259 @@ impl DevicePlan {
     pub fn n_edges(&self) -> usize {
         self.n_edges
     }
+
+    /// Device scratch bytes [`DevicePlan::rebuild`] needs.
+    pub fn scratch_bytes(n_edges: usize, n_rows: usize) -> Result<usize> {
+        if n_edges > MAX_PLAN_LEN || n_rows >= MAX_PLAN_LEN {
+            return Err(Error::InvalidInput(format!(
+                "{n_edges} edges / {n_rows} rows exceed the plan's int32 limit"
+            )));
+        }
+        let mut bytes = 0usize;
+        // SAFETY: plain out-pointer to a local.
+        let status = unsafe {
+            sys::hipkern_force_plan_scratch_bytes(n_edges as i64, n_rows as i64, &mut bytes)
+        };
+        crate::runtime::check("hipkern_force_plan_scratch_bytes", status)?;
+        Ok(bytes)
+    }
+
+    /// Builds the plan on the device from endpoint indices already there
+    /// (stable counting sort; keys `dst`/`src`, or `mapping[dst]`/
+    /// `mapping[src]` with ghosts). Indices are checked on the device
+    /// before anything is written; a bad one gives an [`Error::InvalidInput`]
+    /// naming the array, its first bad position and value, as
+    /// [`CsrPlan::build`] does. Allocates the plan and its scratch;
+    /// synchronizes `stream`. The result equals [`CsrPlan::build`]'s.
+    pub fn build<I: DeviceIndex>(
+        stream: &Stream,
+        src: &DeviceBuffer<I>,
+        dst: &DeviceBuffer<I>,
+        n_ext: usize,
+        ghosts: Option<DeviceGhostMapping<'_>>,
+    ) -> Result<DevicePlan> {
+        let n_rows = check_plan_inputs(stream, src, dst, n_ext, ghosts)?;
+        let d = stream.device();
+        let n_edges = src.len();
+        let mut plan = DevicePlan {
+            n_rows,
+            n_edges,
+            dst_order: d.alloc(n_edges)?,
+            dst_row_ptr: d.alloc(n_rows + 1)?,
+            src_order: d.alloc(n_edges)?,
+            src_row_ptr: d.alloc(n_rows + 1)?,
+        };
+        let mut scratch = d.alloc::<u8>(Self::scratch_bytes(n_edges, n_rows)?)?;
+        plan.rebuild(stream, src, dst, n_ext, ghosts, &mut scratch)?;
+        Ok(plan)
+    }
+
+    /// Builds from host indices: uploads them (int32 or int64, mapping as
+    /// int64) and builds on the device; see [`DevicePlan::build`].
+    pub fn build_from_host<I: DeviceIndex>(
+        stream: &Stream,
+        src: &[I],
+        dst: &[I],
+        n_ext: usize,
+        ghosts: Option<GhostMapping<'_>>,
+    ) -> Result<DevicePlan> {
+        let d = stream.device();
+        let (src_d, dst_d) = (d.htod_copy(src)?, d.htod_copy(dst)?);
+        let mapping_d = match ghosts {
+            Some(g) => Some((d.htod_copy(g.mapping)?, g.n_local)),
+            None => None,
+        };
+        let ghosts_d = mapping_d
+            .as_ref()
+            .map(|(m, n_local)| DeviceGhostMapping::new(m, *n_local));
+        DevicePlan::build(stream, &src_d, &dst_d, n_ext, ghosts_d)
+    }
+
+    /// Rebuilds this plan in place for a new neighbour list with the same
+    /// edge and row counts (MD codes rebuild every few steps), using
+    /// caller-owned `scratch` of at least [`DevicePlan::scratch_bytes`].
+    /// On error the plan's previous contents are untouched.
+    pub fn rebuild<I: DeviceIndex>(
+        &mut self,
+        stream: &Stream,
+        src: &DeviceBuffer<I>,
+        dst: &DeviceBuffer<I>,
+        n_ext: usize,
+        ghosts: Option<DeviceGhostMapping<'_>>,
+        scratch: &mut DeviceBuffer<u8>,
+    ) -> Result<()> {
+        let n_rows = check_plan_inputs(stream, src, dst, n_ext, ghosts)?;
+        if n_rows != self.n_rows || src.len() != self.n_edges {
+            return Err(Error::InvalidInput(format!(
+                "the plan holds {} edges and {} rows but the new list has {} and {n_rows}",
+                self.n_edges,
+                self.n_rows,
+                src.len()
+            )));
+        }
+        let need = Self::scratch_bytes(self.n_edges, n_rows)?;
+        check_len("scratch", scratch.len(), need, "the plan build (bytes)")?;
+        same_device(stream, "scratch", scratch.device())?;
+        let (mapping_type, mapping_ptr, n_local) = match ghosts {
+            Some(g) => (g.index_type, g.ptr, g.n_local as i64),
+            None => (sys::HIPKERN_INDEX_I32, std::ptr::null(), 0),
+        };
+        let mut report = sys::hipkern_force_plan_report {
+            first_bad_src: -1,
+            first_bad_dst: -1,
+            first_bad_mapping: -1,
+        };
+        stream.device().bind()?;
+        // SAFETY: src/dst hold n_edges indices and the mapping n_ext (checked
+        // above), the outputs and scratch have the sizes the C entry point
+        // needs, all on the stream's device; the call validates every index
+        // on the device itself and writes no output when one is bad.
+        let status = unsafe {
+            sys::hipkern_force_plan_build(
+                I::INDEX_TYPE,
+                src.as_ptr().cast(),
+                dst.as_ptr().cast(),
+                self.n_edges as i64,
+                n_ext as i64,
+                mapping_type,
+                mapping_ptr,
+                n_local,
+                self.dst_order.as_mut_ptr(),
+                self.dst_row_ptr.as_mut_ptr(),
+                self.src_order.as_mut_ptr(),
+                self.src_row_ptr.as_mut_ptr(),
+                scratch.as_mut_ptr().cast(),
+                scratch.len(),
+                &mut report,
+                stream.as_raw(),
+            )
+        };
+        if status == sys::HIPKERN_ERROR_INVALID_INDEX {
+            return Err(bad_index_error(src, dst, n_ext, ghosts, &report));
+        }
+        crate::runtime::check("hipkern_force_plan_build", status)
+    }
+
+    /// Downloads the plan (validated again by [`CsrPlan::from_parts`]).
+    pub fn to_host(&self) -> Result<CsrPlan> {
+        CsrPlan::from_parts(
+            self.n_edges,
+            self.dst_order.to_vec()?,
+            self.dst_row_ptr.to_vec()?,
+            self.src_order.to_vec()?,
+            self.src_row_ptr.to_vec()?,
+        )
+    }
+}
+
+/// Lengths, devices and limits of a device plan build; returns the row count.
+fn check_plan_inputs<I: DeviceIndex>(
+    stream: &Stream,
+    src: &DeviceBuffer<I>,
+    dst: &DeviceBuffer<I>,
+    n_ext: usize,
+    ghosts: Option<DeviceGhostMapping<'_>>,
+) -> Result<usize> {
+    if src.len() != dst.len() {
+        return Err(Error::InvalidInput(format!(
+            "src has {} entries but dst has {}",
+            src.len(),
+            dst.len()
+        )));
+    }
+    if src.len() > MAX_PLAN_LEN || n_ext >= MAX_PLAN_LEN {
+        return Err(Error::InvalidInput(format!(
+            "{} edges / {n_ext} atoms exceed the plan's int32 limit",
+            src.len()
+        )));
+    }
+    same_device(stream, "src", src.device())?;
+    same_device(stream, "dst", dst.device())?;
+    match ghosts {
+        None => Ok(n_ext),
+        Some(g) => {
+            same_device(stream, "mapping", g.device)?;
+            if g.len != n_ext {
+                return Err(Error::InvalidInput(format!(
+                    "mapping has {} entries but n_ext = {n_ext}",
+                    g.len
+                )));
+            }
+            if g.n_local > n_ext {
+                return Err(Error::InvalidInput(format!(
+                    "n_local = {} exceeds n_ext = {n_ext}",
+                    g.n_local
+                )));
+            }
+            Ok(g.n_local)
+        }
+    }
+}
+
+/// The value at one position of a device index array, for error messages.
+fn index_at<I: DeviceIndex>(buf: &DeviceBuffer<I>, at: usize) -> String {
+    match buf.slice(at..at + 1).and_then(|s| s.to_vec()) {
+        Ok(v) => v[0].to_i64().to_string(),
+        Err(e) => format!("(unreadable: {e})"),
+    }
+}
+
+fn bad_index_error<I: DeviceIndex>(
+    src: &DeviceBuffer<I>,
+    dst: &DeviceBuffer<I>,
+    n_ext: usize,
+    ghosts: Option<DeviceGhostMapping<'_>>,
+    report: &sys::hipkern_force_plan_report,
+) -> Error {
+    for (name, buf, at) in [
+        ("src", src, report.first_bad_src),
+        ("dst", dst, report.first_bad_dst),
+    ] {
+        if at >= 0 {
+            return Error::InvalidInput(format!(
+                "{name}[{at}] = {} is out of range [0, n_ext = {n_ext})",
+                index_at(buf, at as usize)
+            ));
+        }
+    }
+    let at = report.first_bad_mapping;
+    let value = match ghosts {
+        Some(g) => {
+            let read = |bytes: usize| -> Result<i64> {
+                let mut v = [0u8; 8];
+                // SAFETY: g.ptr points at g.len >= at + 1 elements of `bytes`
+                // bytes each on g.device (checked before the build).
+                let status = unsafe {
+                    sys::hipkern_memcpy(
+                        v.as_mut_ptr().cast(),
+                        g.ptr.cast::<u8>().add(at as usize * bytes).cast(),
+                        bytes,
+                        sys::HIPKERN_MEMCPY_DEVICE_TO_HOST,
+                    )
+                };
+                crate::runtime::check("hipkern_memcpy", status)?;
+                Ok(if bytes == 4 {
+                    i32::from_ne_bytes([v[0], v[1], v[2], v[3]]) as i64
+                } else {
+                    i64::from_ne_bytes(v)
+                })
+            };
+            let bytes = if g.index_type == sys::HIPKERN_INDEX_I64 {
+                8
+            } else {
+                4
+            };
+            match g.device.bind().and_then(|_| read(bytes)) {
+                Ok(v) => v.to_string(),
+                Err(e) => format!("(unreadable: {e})"),
+            }
+        }
+        None => "?".into(),
+    };
+    let n_local = ghosts.map_or(0, |g| g.n_local);
+    Error::InvalidInput(format!(
+        "mapping[{at}] = {value} is out of range [0, n_local = {n_local})"
+    ))
 }
 
 fn check_len(name: &str, got: usize, want: usize, what: &str) -> Result<()> {
@@ -138,8 +429,9 @@ pub fn assemble_device_into<T: DeviceReal>(
     let e = plan.n_edges;
     stream.device().bind()?;
     // SAFETY: every pointer is live device memory of the checked length on
-    // the stream's device; the plan was validated on the host (indices in
-    // range, row_ptr monotone from 0 to E), which is the kernel's precondition.
+    // the stream's device; the plan is valid (built on the device, or
+    // validated on the host: indices in range, row_ptr monotone from 0 to
+    // E), which is the kernel's precondition.
     let status = unsafe {
         sys::hipkern_force_assemble(
             T::DTYPE,
@@ -152,8 +444,66 @@ pub fn assemble_device_into<T: DeviceReal>(
             plan.src_row_ptr.as_ptr(),
             plan.n_rows as i32,
             split_code(split),
-            force.as_mut_ptr(),
-            virial.as_mut_ptr(),
+            sys::HIPKERN_DTYPE_F64,
+            force.as_mut_ptr().cast(),
+            virial.as_mut_ptr().cast(),
+            std::ptr::null_mut(),
+            stream.as_raw(),
+        )
+    };
+    crate::runtime::check("hipkern_force_assemble", status)
+}
+
+/// Assembles into outputs in the input precision `T`: the float64 sums
+/// are rounded once (for f32, each output is the float64 result rounded to
+/// nearest). `accum` is float64 scratch of `n_rows × 12`.
+// Mirrors the C entry point: every buffer is a separate role.
+#[allow(clippy::too_many_arguments)]
+pub fn assemble_device_rounded_into<T: DeviceReal>(
+    stream: &Stream,
+    plan: &DevicePlan,
+    g: &DeviceBuffer<T>,
+    edge_vec: &DeviceBuffer<T>,
+    split: VirialSplit,
+    accum: &mut DeviceBuffer<f64>,
+    force: &mut DeviceBuffer<T>,
+    virial: &mut DeviceBuffer<T>,
+) -> Result<()> {
+    check_io(
+        stream,
+        plan.n_edges,
+        plan.n_rows,
+        g,
+        edge_vec,
+        force,
+        virial,
+    )?;
+    check_len(
+        "accum",
+        accum.len(),
+        12 * plan.n_rows,
+        &format!("{} rows (N×12)", plan.n_rows),
+    )?;
+    same_device(stream, "accum", accum.device())?;
+    same_device(stream, "plan", plan.dst_order.device())?;
+    stream.device().bind()?;
+    // SAFETY: as in assemble_device_into; accum holds n_rows × 12 doubles.
+    let status = unsafe {
+        sys::hipkern_force_assemble(
+            T::DTYPE,
+            g.as_ptr().cast(),
+            edge_vec.as_ptr().cast(),
+            plan.n_edges as i64,
+            plan.dst_order.as_ptr(),
+            plan.dst_row_ptr.as_ptr(),
+            plan.src_order.as_ptr(),
+            plan.src_row_ptr.as_ptr(),
+            plan.n_rows as i32,
+            split_code(split),
+            T::DTYPE,
+            force.as_mut_ptr().cast(),
+            virial.as_mut_ptr().cast(),
+            accum.as_mut_ptr(),
             stream.as_raw(),
         )
     };

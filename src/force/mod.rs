@@ -31,7 +31,8 @@ mod device;
 
 pub use cpu::{assemble_reference_f64, assemble_with_plan, Real};
 pub use device::{
-    assemble_atomic_device_into, assemble_device, assemble_device_into, DeviceEdges, DevicePlan,
+    assemble_atomic_device_into, assemble_device, assemble_device_into,
+    assemble_device_rounded_into, DeviceEdges, DeviceGhostMapping, DeviceIndex, DevicePlan,
     DeviceReal,
 };
 
