@@ -102,3 +102,9 @@ int32_t hipkern_force_assemble_atomic(hipkern_dtype dt, const void *g, const voi
   (void)dt; (void)g; (void)r; (void)src; (void)dst; (void)ne; (void)nr; (void)sp; (void)o;
   (void)f; (void)w; (void)s; NT;
 }
+
+int32_t hipkern_force_frame_virial(const double *v, int64_t nr, const int32_t *rows,
+                                   const int32_t *ptr, int64_t nf, double *fv, double *fvv,
+                                   void *s) {
+  (void)v; (void)nr; (void)rows; (void)ptr; (void)nf; (void)fv; (void)fvv; (void)s; NT;
+}

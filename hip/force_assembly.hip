@@ -19,6 +19,25 @@ namespace {
 constexpr unsigned kRowBlock = 128;
 constexpr unsigned kEdgeBlock = 256;
 
+constexpr int kUnroll = 4;
+
+// acc[0..3] += g; acc[3 + 3a + b] -= g[a] r[b] (in float64).
+template <typename T>
+__device__ __forceinline__ void add_edge(double acc[12], const T g[3], const T r[3],
+                                         bool with_virial) {
+  const double gg[3] = {(double)g[0], (double)g[1], (double)g[2]};
+  acc[0] += gg[0];
+  acc[1] += gg[1];
+  acc[2] += gg[2];
+  if (with_virial) {
+    const double rr[3] = {(double)r[0], (double)r[1], (double)r[2]};
+#pragma unroll
+    for (int a = 0; a < 3; ++a)
+#pragma unroll
+      for (int b = 0; b < 3; ++b) acc[3 + 3 * a + b] -= gg[a] * rr[b];
+  }
+}
+
 // One row per group of LANES consecutive lanes of a warp: lane l sums
 // edges begin+l, begin+l+LANES, ...; a fixed xor-butterfly then adds the
 // lanes' partial sums, so the order of additions is fixed by the plan and
@@ -40,20 +59,37 @@ __global__ void segment_pass(const T *__restrict__ g, const T *__restrict__ r,
   double acc[12];
 #pragma unroll
   for (int c = 0; c < 12; ++c) acc[c] = 0.0;
-  for (int32_t j = begin + lane; j < end; j += LANES) {
+  // Four edges per lane per step: their indices, then all their gathered
+  // rows, are loaded before any is used, so four row pairs per lane are in
+  // flight at once (the src pass's gathers are latency bound otherwise).
+  // The additions still run in the order edge j, j+LANES, ...: the same
+  // sums bit for bit as one edge per step.
+  // int64: j + 3 * LANES must not overflow when E is near 2^31.
+  int64_t j = static_cast<int64_t>(begin) + lane;
+  for (; j + 3 * LANES < end; j += kUnroll * LANES) {
+    size_t e[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) e[u] = static_cast<size_t>(order[j + u * LANES]);
+    T gv[kUnroll][3], rv[kUnroll][3];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int c = 0; c < 3; ++c) {
+        gv[u][c] = g[3 * e[u] + c];
+        rv[u][c] = with_virial ? r[3 * e[u] + c] : T(0);
+      }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) add_edge(acc, gv[u], rv[u], with_virial);
+  }
+  for (; j < end; j += LANES) {
     const size_t e = static_cast<size_t>(order[j]);
-    const double g0 = (double)g[3 * e], g1 = (double)g[3 * e + 1], g2 = (double)g[3 * e + 2];
-    acc[0] += g0;
-    acc[1] += g1;
-    acc[2] += g2;
-    if (with_virial) {
-      const double gg[3] = {g0, g1, g2};
-      const double rr[3] = {(double)r[3 * e], (double)r[3 * e + 1], (double)r[3 * e + 2]};
+    T gv[3], rv[3];
 #pragma unroll
-      for (int a = 0; a < 3; ++a)
-#pragma unroll
-        for (int b = 0; b < 3; ++b) acc[3 + 3 * a + b] -= gg[a] * rr[b];
+    for (int c = 0; c < 3; ++c) {
+      gv[c] = g[3 * e + c];
+      rv[c] = with_virial ? r[3 * e + c] : T(0);
     }
+    add_edge(acc, gv, rv, with_virial);
   }
 #pragma unroll
   for (int m = LANES / 2; m > 0; m /= 2)
@@ -620,6 +656,48 @@ hipError_t plan_build_mapped(hipkern_index_type mapping_type, const I *src, cons
                                 host_status, s);
 }
 
+// Per-frame totals of the per-atom virial: one block per frame, thread t
+// sums the frame's rows t, t+kFrameBlock, ... (in the order frame_rows
+// lists them, or consecutive rows when it is null), then a fixed shared
+// memory tree adds the threads' sums: bitwise reproducible.
+constexpr unsigned kFrameBlock = 128;
+
+__global__ void frame_virial_sum(const double *__restrict__ virial,
+                                 const int32_t *__restrict__ frame_rows,
+                                 const int32_t *__restrict__ frame_row_ptr, int64_t n_frames,
+                                 double *frame_virial, double *frame_voigt) {
+  __shared__ double part[9][kFrameBlock];
+  for (int64_t k = blockIdx.x; k < n_frames; k += gridDim.x) {
+    const int32_t begin = frame_row_ptr[k], end = frame_row_ptr[k + 1];
+    double acc[9];
+#pragma unroll
+    for (int c = 0; c < 9; ++c) acc[c] = 0.0;
+    for (int64_t j = static_cast<int64_t>(begin) + threadIdx.x; j < end; j += kFrameBlock) {
+      const size_t row = frame_rows ? static_cast<size_t>(frame_rows[j]) : static_cast<size_t>(j);
+#pragma unroll
+      for (int c = 0; c < 9; ++c) acc[c] += virial[9 * row + c];
+    }
+#pragma unroll
+    for (int c = 0; c < 9; ++c) part[c][threadIdx.x] = acc[c];
+    __syncthreads();
+    for (unsigned half = kFrameBlock / 2; half > 0; half /= 2) {
+      if (threadIdx.x < half)
+#pragma unroll
+        for (int c = 0; c < 9; ++c) part[c][threadIdx.x] += part[c][threadIdx.x + half];
+      __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+      for (int c = 0; c < 9; ++c) frame_virial[9 * k + c] = part[c][0];
+      if (frame_voigt) {
+        // LAMMPS' order: xx, yy, zz, xy, xz, yz (row-major 3x3 indices).
+        const int voigt[6] = {0, 4, 8, 1, 2, 5};
+        for (int c = 0; c < 6; ++c) frame_voigt[6 * k + c] = part[voigt[c]][0];
+      }
+    }
+    __syncthreads();
+  }
+}
+
 bool valid_index_type(hipkern_index_type t) {
   return t == HIPKERN_INDEX_I32 || t == HIPKERN_INDEX_I64;
 }
@@ -708,6 +786,21 @@ int32_t hipkern_force_plan_build(hipkern_index_type index_type, const void *src,
   if (report->first_bad_src >= 0 || report->first_bad_dst >= 0 || report->first_bad_mapping >= 0)
     return HIPKERN_ERROR_INVALID_INDEX;
   return HIPKERN_SUCCESS;
+}
+
+int32_t hipkern_force_frame_virial(const double *virial, int64_t n_rows,
+                                   const int32_t *frame_rows, const int32_t *frame_row_ptr,
+                                   int64_t n_frames, double *frame_virial, double *frame_voigt,
+                                   void *stream) {
+  if (n_rows < 0 || n_rows > INT32_MAX || n_frames < 0) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (n_frames == 0) return HIPKERN_SUCCESS;
+  if (!frame_row_ptr || !frame_virial || (n_rows > 0 && !virial))
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  (void)hipGetLastError();
+  const unsigned blocks = static_cast<unsigned>(n_frames < 65535 ? n_frames : 65535);
+  frame_virial_sum<<<blocks, kFrameBlock, 0, static_cast<hipStream_t>(stream)>>>(
+      virial, frame_rows, frame_row_ptr, n_frames, frame_virial, frame_voigt);
+  return static_cast<int32_t>(hipGetLastError());
 }
 
 int32_t hipkern_force_assemble_atomic(hipkern_dtype dtype, const void *g, const void *edge_vec,

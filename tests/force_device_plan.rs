@@ -7,8 +7,8 @@
 //! `--include-ignored`.
 use hipkern::force::{
     assemble_atomic_device_into, assemble_device_into, assemble_device_rounded_into,
-    assemble_reference_f64, Assembly, CsrPlan, DeviceEdges, DeviceGhostMapping, DevicePlan,
-    GhostMapping, VirialSplit,
+    assemble_reference_f64, frame_virials, frame_virials_device_into, voigt, Assembly, CsrPlan,
+    DeviceEdges, DeviceFrames, DeviceGhostMapping, DevicePlan, Frames, GhostMapping, VirialSplit,
 };
 use hipkern::rng::SplitMix64 as Rng;
 use hipkern::{Device, DeviceBuffer, Error, Stream};
@@ -428,4 +428,151 @@ fn large_skewed_assembly_in_f64_f32_and_rounded_f32() {
             );
         }
     }
+}
+
+/// Per-frame virial totals on the device against the host's, by frame
+/// size and by frame id (shuffled ids, empty frames, one frame holding a
+/// third of the rows), 9 components and Voigt, poisoned outputs, bitwise
+/// reruns; bad ids and sizes give the host's message and write nothing.
+#[test]
+#[ignore = "needs a GPU"]
+fn frame_virials_on_the_device_match_the_host() {
+    let d = Device::new(0).unwrap();
+    let s = d.new_stream().unwrap();
+    let mut rng = Rng::from_clock();
+    for &(n_rows, n_frames) in &[
+        (0usize, 0usize),
+        (1, 1),
+        (640, 10),
+        (300_000, 37),
+        (50_000, 1),
+    ] {
+        let virial = values(&mut rng, 9 * n_rows, 3.0);
+        let virial_d = d.htod_copy(&virial).unwrap();
+        let what = format!("{n_rows} rows, {n_frames} frames");
+        // Ids: a third of the rows in frame 0, the rest spread, frame
+        // n_frames - 1 left empty when there are several.
+        let ids: Vec<i64> = (0..n_rows)
+            .map(|_| {
+                if n_frames <= 1 || rng.below(3) == 0 {
+                    0
+                } else {
+                    rng.below(n_frames.max(2) - 1) as i64
+                }
+            })
+            .collect();
+        let mut by: Vec<(String, DeviceFrames, Vec<[f64; 9]>)> = Vec::new();
+        if n_frames > 0 {
+            let size = n_rows / n_frames;
+            if size > 0 && n_rows % n_frames == 0 {
+                by.push((
+                    format!("{what}, by size {size}"),
+                    DeviceFrames::by_size(&d, n_rows, size).unwrap(),
+                    frame_virials(&virial, Frames::Size(size)).unwrap(),
+                ));
+            }
+        }
+        let ids32: Vec<i32> = ids.iter().map(|&x| x as i32).collect();
+        for (name, frames) in [
+            (
+                "int64 ids",
+                DeviceFrames::by_ids(&s, &d.htod_copy(&ids).unwrap(), n_frames),
+            ),
+            (
+                "int32 ids",
+                DeviceFrames::by_ids(&s, &d.htod_copy(&ids32).unwrap(), n_frames),
+            ),
+        ] {
+            by.push((
+                format!("{what}, {name}"),
+                frames.unwrap(),
+                frame_virials(
+                    &virial,
+                    Frames::Ids {
+                        frame_of: &ids,
+                        n_frames,
+                    },
+                )
+                .unwrap(),
+            ));
+        }
+        for (what, frames, want) in &by {
+            assert_eq!(frames.n_frames(), want.len(), "{what}");
+            let want9: Vec<f64> = want.iter().flatten().copied().collect();
+            let want6: Vec<f64> = want.iter().flat_map(voigt).collect();
+            let mut runs = Vec::new();
+            for _ in 0..2 {
+                let mut w9 = poisoned(&d, 9 * n_frames, f64::NAN);
+                let mut w6 = poisoned(&d, 6 * n_frames, f64::NAN);
+                frame_virials_device_into(&s, &virial_d, frames, &mut w9, Some(&mut w6)).unwrap();
+                s.synchronize().unwrap();
+                let (w9, w6) = (w9.to_vec().unwrap(), w6.to_vec().unwrap());
+                let e9 = rel_err(what, &w9, &want9);
+                let e6 = rel_err(what, &w6, &want6);
+                assert!(e9 <= 1e-13 && e6 <= 1e-13, "{what}: errors {e9:e} {e6:e}");
+                runs.push((w9, w6));
+            }
+            let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert!(
+                bits(&runs[0].0) == bits(&runs[1].0) && bits(&runs[0].1) == bits(&runs[1].1),
+                "{what}: reruns differ"
+            );
+            // Without Voigt: the 9 components alone.
+            let mut w9 = poisoned(&d, 9 * n_frames, f64::NAN);
+            frame_virials_device_into(&s, &virial_d, frames, &mut w9, None).unwrap();
+            s.synchronize().unwrap();
+            assert!(
+                bits(&w9.to_vec().unwrap()) == bits(&runs[0].0),
+                "{what}: no-Voigt run"
+            );
+        }
+    }
+
+    // Bad ids: the host's message, outputs untouched.
+    let n_rows = 1000;
+    let mut ids: Vec<i64> = (0..n_rows).map(|k| (k % 4) as i64).collect();
+    ids[613] = 4;
+    ids[900] = -1;
+    let host = frame_virials(
+        &vec![0.0; 9 * n_rows],
+        Frames::Ids {
+            frame_of: &ids,
+            n_frames: 4,
+        },
+    )
+    .unwrap_err()
+    .to_string();
+    let dev = DeviceFrames::by_ids(&s, &d.htod_copy(&ids).unwrap(), 4)
+        .err()
+        .expect("bad frame id accepted")
+        .to_string();
+    assert_eq!(dev, host);
+    assert!(dev.contains("frame_of[613] = 4"), "{dev}");
+    expect_error(
+        DeviceFrames::by_size(&d, 1000, 3).map(|_| ()),
+        "1000 rows are not a whole number of frames of 3",
+    );
+    expect_error(
+        DeviceFrames::by_size(&d, 1000, 0).map(|_| ()),
+        "frame size 0",
+    );
+    // Lengths that disagree: nothing written.
+    let frames = DeviceFrames::by_size(&d, 1000, 250).unwrap();
+    let virial_d = d.htod_copy(&vec![1.0f64; 9 * 999]).unwrap();
+    let mut w9 = poisoned(&d, 36, -7.0f64);
+    expect_error(
+        frame_virials_device_into(&s, &virial_d, &frames, &mut w9, None),
+        "virial has 8991 elements but 1000 rows (N×9) need 9000",
+    );
+    let virial_d = d.htod_copy(&vec![1.0f64; 9 * 1000]).unwrap();
+    let mut w6 = poisoned(&d, 23, -7.0f64);
+    expect_error(
+        frame_virials_device_into(&s, &virial_d, &frames, &mut w9, Some(&mut w6)),
+        "frame_voigt has 23 elements but 4 frames (K×6) need 24",
+    );
+    s.synchronize().unwrap();
+    assert!(
+        w9.to_vec().unwrap().iter().all(|&x| x == -7.0),
+        "frame_virial written"
+    );
 }

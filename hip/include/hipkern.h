@@ -224,6 +224,24 @@ int32_t hipkern_force_assemble_atomic(hipkern_dtype dtype, const void *g, const 
                                       void *outer_scratch, void *force, void *virial,
                                       void *stream);
 
+/**
+ * Per-frame totals of a per-atom virial (n_rows x 9 float64, as
+ * hipkern_force_assemble writes it): frame k sums the rows
+ * frame_rows[frame_row_ptr[k] .. frame_row_ptr[k+1]) (frame_rows NULL:
+ * the rows frame_row_ptr[k] .. frame_row_ptr[k+1] themselves, i.e.
+ * consecutive frames). frame_row_ptr has n_frames + 1 non-decreasing
+ * entries in [0, n_rows] (the rows of frames given by a frame id per
+ * atom: hipkern_force_plan_build with src = dst = the ids and n_ext =
+ * n_frames gives frame_rows = dst_order and frame_row_ptr = dst_row_ptr).
+ * Writes frame_virial (n_frames x 9) and, when not NULL, frame_voigt
+ * (n_frames x 6 in LAMMPS' order xx, yy, zz, xy, xz, yz). float64, fixed
+ * order, no atomics: bitwise reproducible. Asynchronous on `stream`.
+ */
+int32_t hipkern_force_frame_virial(const double *virial, int64_t n_rows,
+                                   const int32_t *frame_rows, const int32_t *frame_row_ptr,
+                                   int64_t n_frames, double *frame_virial, double *frame_voigt,
+                                   void *stream);
+
 #ifdef __cplusplus
 }
 #endif

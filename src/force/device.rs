@@ -592,3 +592,141 @@ pub fn assemble_atomic_device_into<T: DeviceReal>(
     };
     crate::runtime::check("hipkern_force_assemble_atomic", status)
 }
+
+/// Which frame each output row belongs to, on the device: the rows of
+/// every frame in a fixed order (for [`frame_virials_device_into`]).
+pub struct DeviceFrames {
+    n_rows: usize,
+    n_frames: usize,
+    /// The rows grouped by frame (stable); `None`: frames are consecutive.
+    rows: Option<DeviceBuffer<i32>>,
+    row_ptr: DeviceBuffer<i32>,
+}
+
+impl DeviceFrames {
+    /// Consecutive frames of `frame_size` rows; `n_rows` must be a multiple.
+    pub fn by_size(device: &Device, n_rows: usize, frame_size: usize) -> Result<DeviceFrames> {
+        if frame_size == 0 {
+            return Err(Error::InvalidInput("frame size 0".into()));
+        }
+        if n_rows % frame_size != 0 {
+            return Err(Error::InvalidInput(format!(
+                "{n_rows} rows are not a whole number of frames of {frame_size}"
+            )));
+        }
+        if n_rows > MAX_PLAN_LEN {
+            return Err(Error::InvalidInput(format!(
+                "{n_rows} rows exceed the device limit of {MAX_PLAN_LEN}"
+            )));
+        }
+        let n_frames = n_rows / frame_size;
+        let row_ptr: Vec<i32> = (0..=n_frames).map(|k| (k * frame_size) as i32).collect();
+        Ok(DeviceFrames {
+            n_rows,
+            n_frames,
+            rows: None,
+            row_ptr: device.htod_copy(&row_ptr)?,
+        })
+    }
+
+    /// Frames given by `frame_of[k]` in `[0, n_frames)` for every row `k`:
+    /// grouped on the device by the plan build's stable counting sort (so
+    /// a bad id is reported as `frame_of[i] = v`, before anything is
+    /// written). Synchronizes `stream`.
+    pub fn by_ids<I: DeviceIndex>(
+        stream: &Stream,
+        frame_of: &DeviceBuffer<I>,
+        n_frames: usize,
+    ) -> Result<DeviceFrames> {
+        // Keys = frame ids: dst_order lists each frame's rows in row order.
+        let plan =
+            DevicePlan::build(stream, frame_of, frame_of, n_frames, None).map_err(|e| match e {
+                Error::InvalidInput(m) => Error::InvalidInput(
+                    m.replacen("src[", "frame_of[", 1)
+                        .replacen("dst[", "frame_of[", 1)
+                        .replacen("n_ext = ", "n_frames = ", 1)
+                        .replacen("src has", "frame_of has", 1),
+                ),
+                other => other,
+            })?;
+        Ok(DeviceFrames {
+            n_rows: frame_of.len(),
+            n_frames,
+            rows: Some(plan.dst_order),
+            row_ptr: plan.dst_row_ptr,
+        })
+    }
+
+    /// Number of frames.
+    pub fn n_frames(&self) -> usize {
+        self.n_frames
+    }
+
+    /// Number of rows the frames cover.
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+}
+
+/// Total virial per frame from a per-atom virial on the device (`N×9`
+/// float64, as the assembly writes it): `frame_virial` gets `n_frames × 9`,
+/// and `frame_voigt`, when given, `n_frames × 6` in LAMMPS' order (xx, yy,
+/// zz, xy, xz, yz). Fixed-order float64 sums: bitwise reproducible.
+pub fn frame_virials_device_into(
+    stream: &Stream,
+    virial: &DeviceBuffer<f64>,
+    frames: &DeviceFrames,
+    frame_virial: &mut DeviceBuffer<f64>,
+    frame_voigt: Option<&mut DeviceBuffer<f64>>,
+) -> Result<()> {
+    check_len(
+        "virial",
+        virial.len(),
+        9 * frames.n_rows,
+        &format!("{} rows (N×9)", frames.n_rows),
+    )?;
+    let per_frame = format!("{} frames", frames.n_frames);
+    check_len(
+        "frame_virial",
+        frame_virial.len(),
+        9 * frames.n_frames,
+        &format!("{per_frame} (K×9)"),
+    )?;
+    same_device(stream, "virial", virial.device())?;
+    same_device(stream, "frame_virial", frame_virial.device())?;
+    same_device(stream, "frames", frames.row_ptr.device())?;
+    let voigt_ptr = match frame_voigt {
+        Some(v) => {
+            check_len(
+                "frame_voigt",
+                v.len(),
+                6 * frames.n_frames,
+                &format!("{per_frame} (K×6)"),
+            )?;
+            same_device(stream, "frame_voigt", v.device())?;
+            v.as_mut_ptr()
+        }
+        None => std::ptr::null_mut(),
+    };
+    stream.device().bind()?;
+    // SAFETY: virial holds n_rows × 9 doubles, row_ptr n_frames + 1
+    // offsets in [0, n_rows] (made by by_size or by the validated plan
+    // build), rows (when present) n_rows row ids, the outputs the sizes
+    // checked above; all on the stream's device.
+    let status = unsafe {
+        sys::hipkern_force_frame_virial(
+            virial.as_ptr(),
+            frames.n_rows as i64,
+            frames
+                .rows
+                .as_ref()
+                .map_or(std::ptr::null(), |r| r.as_ptr()),
+            frames.row_ptr.as_ptr(),
+            frames.n_frames as i64,
+            frame_virial.as_mut_ptr(),
+            voigt_ptr,
+            stream.as_raw(),
+        )
+    };
+    crate::runtime::check("hipkern_force_frame_virial", status)
+}

@@ -23,17 +23,19 @@
 //! Paths: the float64 reference ([`assemble_reference_f64`], a direct edge
 //! loop), the plan-based CPU reduction ([`assemble_with_plan`]), the device
 //! assembly ([`assemble_device`], `hip/force_assembly.hip`) and the device
-//! atomic reference ([`assemble_atomic_device_into`]). Not yet: building
-//! the plan on the device (it is built on the host and uploaded), output in
-//! the input precision, the CLI and the benchmark.
+//! atomic reference ([`assemble_atomic_device_into`]). The plan is built on
+//! the host ([`CsrPlan::build`]) or on the device ([`DevicePlan::build`],
+//! the same plan bit for bit); device output is float64 or, rounded once from
+//! the float64 sums, the input precision ([`assemble_device_rounded_into`]).
+//! The `hipkern force` CLI reads and writes `.npy` files.
 mod cpu;
 mod device;
 
 pub use cpu::{assemble_reference_f64, assemble_with_plan, Real};
 pub use device::{
     assemble_atomic_device_into, assemble_device, assemble_device_into,
-    assemble_device_rounded_into, DeviceEdges, DeviceGhostMapping, DeviceIndex, DevicePlan,
-    DeviceReal,
+    assemble_device_rounded_into, frame_virials_device_into, DeviceEdges, DeviceFrames,
+    DeviceGhostMapping, DeviceIndex, DevicePlan, DeviceReal,
 };
 
 use crate::runtime::{Error, Result};

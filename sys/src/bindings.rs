@@ -321,3 +321,16 @@ unsafe extern "C" {
         stream: *mut ::core::ffi::c_void,
     ) -> i32;
 }
+unsafe extern "C" {
+    #[doc = " Per-frame totals of a per-atom virial (n_rows x 9 float64, as\n hipkern_force_assemble writes it): frame k sums the rows\n frame_rows[frame_row_ptr[k] .. frame_row_ptr[k+1]) (frame_rows NULL:\n the rows frame_row_ptr[k] .. frame_row_ptr[k+1] themselves, i.e.\n consecutive frames). frame_row_ptr has n_frames + 1 non-decreasing\n entries in [0, n_rows] (the rows of frames given by a frame id per\n atom: hipkern_force_plan_build with src = dst = the ids and n_ext =\n n_frames gives frame_rows = dst_order and frame_row_ptr = dst_row_ptr).\n Writes frame_virial (n_frames x 9) and, when not NULL, frame_voigt\n (n_frames x 6 in LAMMPS' order xx, yy, zz, xy, xz, yz). float64, fixed\n order, no atomics: bitwise reproducible. Asynchronous on `stream`."]
+    pub fn hipkern_force_frame_virial(
+        virial: *const f64,
+        n_rows: i64,
+        frame_rows: *const i32,
+        frame_row_ptr: *const i32,
+        n_frames: i64,
+        frame_virial: *mut f64,
+        frame_voigt: *mut f64,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
