@@ -3,15 +3,19 @@
 //! Sizes of the force issue: (a) E=50,000 N=700; (b) E=650,000 N≈8,000;
 //! (c) 32,768 centres × 128, N_ext=49,152; (d) 262,144 × 128, N_ext=393,216.
 //! Edges grouped by dst (the centre atom), src random; fp32 inputs.
-//! Times: hipkern's two segment-reduction launches; the device atomic
-//! reference (outer product + atomics); the host plan build (CPU, std
-//! time); measured device copy bandwidth and the sector-counted floor.
-//! If HIPKERN_TORCH_PEER_JSON names the output of
+//! Times: the plan build on the device (`DevicePlan::rebuild` into
+//! preallocated plan and scratch; the event pair also covers the build's
+//! status read-back and stream sync) and on the host (CPU, std time);
+//! hipkern's two segment-reduction launches with float64 output and with
+//! output rounded to the input precision; the device atomic reference
+//! (outer product + atomics); measured device copy bandwidth and the
+//! sector-counted floor. If HIPKERN_TORCH_PEER_JSON names the output of
 //! scripts/force_torch_peer.py (run in the same session on the same GPU),
-//! the torch index_add_ times are printed beside ours with ratios.
+//! the torch index_add_ and argsort plan times are printed beside ours with
+//! ratios.
 use hipkern::force::{
-    assemble_atomic_device_into, assemble_device_into, CsrPlan, DeviceEdges, DevicePlan,
-    VirialSplit,
+    assemble_atomic_device_into, assemble_device_into, assemble_device_rounded_into, CsrPlan,
+    DeviceEdges, DevicePlan, VirialSplit,
 };
 use hipkern::rng::SplitMix64;
 use hipkern::{Device, Stream};
@@ -108,18 +112,22 @@ fn main() {
     ];
     println!();
     println!(
-        "{:<4} {:>10} {:>8} {:>11} {:>11} {:>11} {:>10} {:>11} {:>9} {:>11} {:>9}",
+        "{:<4} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9} {:>10} {:>9}",
         "size",
         "E",
         "N_ext",
         "plan(host)",
+        "plan(dev)",
         "assemble",
+        "asm(f32)",
         "atomic",
         "floor",
         "asm/floor",
         "atom/asm",
         "torch",
-        "torch/asm"
+        "torch/asm",
+        "torchplan",
+        "tp/plan"
     );
     let mut rng = SplitMix64::new(0x5EED_F0C3);
     let mut json = Vec::new();
@@ -138,7 +146,25 @@ fn main() {
         let t0 = Instant::now();
         let plan = CsrPlan::build(&srcv, &dstv, n_ext, None).unwrap();
         let plan_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let dplan = DevicePlan::upload(&device, &plan).unwrap();
+        let (src_d, dst_d) = (
+            device.htod_copy(&srcv).unwrap(),
+            device.htod_copy(&dstv).unwrap(),
+        );
+        let mut dplan = DevicePlan::build(&stream, &src_d, &dst_d, n_ext, None).unwrap();
+        let mut scratch = device
+            .alloc::<u8>(DevicePlan::scratch_bytes(e, n_ext).unwrap())
+            .unwrap();
+        let (dplan_ms, _, _) = time_ms(&stream, || {
+            dplan
+                .rebuild(&stream, &src_d, &dst_d, n_ext, None, &mut scratch)
+                .unwrap()
+        });
+        // The bench's numbers are only worth printing for the right plan.
+        assert!(
+            dplan.to_host().unwrap() == plan,
+            "device plan differs from the host plan at size {name}"
+        );
+        drop(scratch);
         let gd = device.htod_copy(&g).unwrap();
         let rd = device.htod_copy(&r).unwrap();
         let mut f = device.alloc::<f64>(3 * n_ext).unwrap();
@@ -147,6 +173,23 @@ fn main() {
             assemble_device_into(&stream, &dplan, &gd, &rd, VirialSplit::Half, &mut f, &mut w)
                 .unwrap()
         });
+        let mut accum = device.alloc::<f64>(12 * n_ext).unwrap();
+        let mut f32f = device.alloc::<f32>(3 * n_ext).unwrap();
+        let mut f32w = device.alloc::<f32>(9 * n_ext).unwrap();
+        let (asm32_ms, _, _) = time_ms(&stream, || {
+            assemble_device_rounded_into(
+                &stream,
+                &dplan,
+                &gd,
+                &rd,
+                VirialSplit::Half,
+                &mut accum,
+                &mut f32f,
+                &mut f32w,
+            )
+            .unwrap()
+        });
+        drop((accum, f32f, f32w));
         let edges = DeviceEdges::upload(&device, &srcv, &dstv, n_ext, None).unwrap();
         let mut outer = device.alloc::<f32>(9 * e).unwrap();
         let mut fa = device.alloc::<f32>(3 * n_ext).unwrap();
@@ -164,32 +207,62 @@ fn main() {
             )
             .unwrap()
         });
-        // Sector-counted floor: per pass, order (4 B/edge) + two gathered
-        // 12-byte rows at a 32-byte sector each; row_ptr; outputs written
-        // once, read and rewritten once (96 B/row each way).
-        let bytes = 2.0 * (e as f64 * (4.0 + 64.0))
+        // Sector-counted floor (float64 output): per pass, the order
+        // (4 B/edge) and the g and edge_vec rows of each edge: 12 bytes each
+        // where the edge follows its predecessor in memory (contiguous),
+        // else a 32-byte sector each (gathered); row_ptr; outputs written
+        // once, then read and rewritten once (96 B/row each way).
+        let row_bytes = |order: &[i32]| -> f64 {
+            (0..order.len())
+                .map(|i| {
+                    if i > 0 && order[i] == order[i - 1] + 1 {
+                        24.0
+                    } else {
+                        64.0
+                    }
+                })
+                .sum()
+        };
+        let bytes = row_bytes(plan.dst_order())
+            + row_bytes(plan.src_order())
+            + 2.0 * 4.0 * e as f64
             + 2.0 * 4.0 * (n_ext + 1) as f64
             + 3.0 * 96.0 * n_ext as f64;
         let floor_ms = bytes / bw * 1e3;
         let torch_ms = torch.as_ref().and_then(|p| p.get(name));
+        let torch_plan_ms = torch.as_ref().and_then(|p| p.get(&format!("plan_{name}")));
+        let ratio = |peer: Option<f64>, ours: f64| {
+            peer.map(|t| format!("{:.2}", t / ours))
+                .unwrap_or_else(|| "-".into())
+        };
+        let ms = |t: Option<f64>| t.map(|t| format!("{t:.4}ms")).unwrap_or_else(|| "-".into());
         println!(
-            "{:<4} {:>10} {:>8} {:>9.3}ms {:>9.4}ms {:>9.4}ms {:>8.4}ms {:>11.2} {:>9.2} {:>11} {:>9}",
+            "{:<4} {:>10} {:>8} {:>8.2}ms {:>8.4}ms {:>8.4}ms {:>8.4}ms {:>8.4}ms {:>8.4}ms {:>9.2} {:>9.2} {:>10} {:>9} {:>10} {:>9}",
             name,
             e,
             n_ext,
             plan_ms,
+            dplan_ms,
             asm_ms,
+            asm32_ms,
             atom_ms,
             floor_ms,
             asm_ms / floor_ms,
             atom_ms / asm_ms,
-            torch_ms.map(|t| format!("{t:.4}ms")).unwrap_or_else(|| "-".into()),
-            torch_ms.map(|t| format!("{:.2}", t / asm_ms)).unwrap_or_else(|| "-".into()),
+            ms(torch_ms),
+            ratio(torch_ms, asm_ms),
+            ms(torch_plan_ms),
+            ratio(torch_plan_ms, dplan_ms),
+        );
+        eprintln!(
+            "  {name}: assemble spread {asm_lo:.4}..{asm_hi:.4} ms; (assemble) / (two empty launches + floor) = {:.2}",
+            asm_ms / (launch_ms + floor_ms)
         );
         eprintln!("  {name}: assemble spread {asm_lo:.4}..{asm_hi:.4} ms");
         json.push(format!(
-            "{{\"size\":\"{name}\",\"edges\":{e},\"n_ext\":{n_ext},\"plan_host_ms\":{plan_ms:.4},\"assemble_ms\":{asm_ms:.5},\"atomic_ms\":{atom_ms:.5},\"floor_ms\":{floor_ms:.5},\"torch_index_add_ms\":{}}}",
-            torch_ms.map(|t| format!("{t:.5}")).unwrap_or_else(|| "null".into())
+            "{{\"size\":\"{name}\",\"edges\":{e},\"n_ext\":{n_ext},\"plan_host_ms\":{plan_ms:.4},\"plan_device_ms\":{dplan_ms:.5},\"assemble_ms\":{asm_ms:.5},\"assemble_f32_out_ms\":{asm32_ms:.5},\"atomic_ms\":{atom_ms:.5},\"floor_ms\":{floor_ms:.5},\"torch_index_add_ms\":{},\"torch_plan_ms\":{}}}",
+            torch_ms.map(|t| format!("{t:.5}")).unwrap_or_else(|| "null".into()),
+            torch_plan_ms.map(|t| format!("{t:.5}")).unwrap_or_else(|| "null".into())
         ));
     }
     if let Ok(dir) = std::env::var("HIPKERN_BENCH_OUT") {

@@ -17,6 +17,8 @@ cat > .device/run-tests.sh <<'RUN'
 #!/usr/bin/env bash
 # Runs every test binary here with --include-ignored; last line: summary.
 cd "$(dirname "${BASH_SOURCE[0]}")"
+# The CLI tests run this copy of the program (their built-in path is this machine's).
+export HIPKERN_BIN="$PWD/hipkern"
 ./hipkern info
 cd tests
 pass=0; fail=0; ign=0; bad=()
