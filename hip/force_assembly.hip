@@ -492,7 +492,9 @@ __global__ void plan_sort_short_rows(int32_t *order_dst, int32_t *order_src,
       bitonic_stage(s[group], n, k, j, lane, 32);
       __syncthreads();
     }
-  for (int i = lane; i < len; i += 32) order[begin + i] = s[group][i];
+  // Rows of one edge are already sorted and were never loaded (n == 0).
+  if (n > 0)
+    for (int i = lane; i < len; i += 32) order[begin + i] = s[group][i];
 }
 
 // First index in sorted a[0..n) whose value is not below x.
