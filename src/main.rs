@@ -1,4 +1,6 @@
 //! The `hipkern` program.
+mod cli;
+
 use clap::{Parser, Subcommand};
 use hipkern::runtime;
 use std::process::ExitCode;
@@ -18,6 +20,9 @@ struct Cli {
 enum Command {
     /// Platform and architectures compiled for, runtime version, devices.
     Info,
+    /// Force and per-atom virial from per-edge gradients (.npy in, .npy out).
+    // Boxed: the flags are many paths, the other variants none.
+    Force(Box<cli::force::ForceArgs>),
 }
 
 fn info() -> ExitCode {
@@ -85,8 +90,40 @@ fn info() -> ExitCode {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Usage errors as one line, like every other error of the program
+    // (`hipkern: error: ...`, exit 2); --help and --version print as usual.
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion)
+                || e.kind() == ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+            {
+                e.exit();
+            }
+            let rendered = e.render().to_string();
+            // clap's message is its first paragraph (then tips and usage).
+            let paragraph: Vec<&str> = rendered
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let joined = paragraph.join(" ");
+            let message = joined.trim_start_matches("error: ");
+            // Named after the subcommand when there is one, as its other errors are.
+            let sub = std::env::args()
+                .nth(1)
+                .filter(|a| a == "force" || a == "info");
+            let (prefix, help) = match &sub {
+                Some(sub) => (format!("hipkern {sub}"), format!("hipkern {sub} --help")),
+                None => ("hipkern".to_string(), "hipkern --help".to_string()),
+            };
+            eprintln!("{prefix}: error: {message} (see {help})");
+            return ExitCode::from(2);
+        }
+    };
     match cli.command {
         Command::Info => info(),
+        Command::Force(args) => cli::force::run(&args),
     }
 }

@@ -462,8 +462,7 @@ fn frame_virials_on_the_device_match_the_host() {
             })
             .collect();
         let mut by: Vec<(String, DeviceFrames, Vec<[f64; 9]>)> = Vec::new();
-        if n_frames > 0 {
-            let size = n_rows / n_frames;
+        if let Some(size) = n_rows.checked_div(n_frames) {
             if size > 0 && n_rows % n_frames == 0 {
                 by.push((
                     format!("{what}, by size {size}"),
