@@ -131,7 +131,15 @@ fn main() {
     );
     let mut rng = SplitMix64::new(0x5EED_F0C3);
     let mut json = Vec::new();
+    // HIPKERN_BENCH_SIZES=d (or "c,d"): only those sizes (for a profiler).
+    let only = std::env::var("HIPKERN_BENCH_SIZES").ok();
     for (name, n_ext, centres, per) in sizes {
+        if only
+            .as_deref()
+            .is_some_and(|o| !o.split(',').any(|x| x == name))
+        {
+            continue;
+        }
         let e = centres * per;
         let mut srcv = Vec::with_capacity(e);
         let mut dstv = Vec::with_capacity(e);
@@ -190,6 +198,35 @@ fn main() {
             .unwrap()
         });
         drop((accum, f32f, f32w));
+        // Where the time goes (c, d): the same assembly over a plan whose
+        // two passes are both the dst pass (edges read in memory order), and
+        // one whose two passes are both the src pass (gathered): half of
+        // each is one pass's time.
+        if e >= 1_000_000 {
+            let twice = |order: &[i32], row_ptr: &[i32]| {
+                let p = CsrPlan::from_parts(
+                    e,
+                    order.to_vec(),
+                    row_ptr.to_vec(),
+                    order.to_vec(),
+                    row_ptr.to_vec(),
+                )
+                .unwrap();
+                DevicePlan::upload(&device, &p).unwrap()
+            };
+            let mut half_ms = |p: &DevicePlan| {
+                time_ms(&stream, || {
+                    assemble_device_into(&stream, p, &gd, &rd, VirialSplit::Half, &mut f, &mut w)
+                        .unwrap()
+                })
+                .0 / 2.0
+            };
+            let dst_pass = half_ms(&twice(plan.dst_order(), plan.dst_row_ptr()));
+            let src_pass = half_ms(&twice(plan.src_order(), plan.src_row_ptr()));
+            eprintln!(
+                "  {name}: one dst pass (memory order) ~{dst_pass:.4} ms, one src pass (gathered) ~{src_pass:.4} ms"
+            );
+        }
         let edges = DeviceEdges::upload(&device, &srcv, &dstv, n_ext, None).unwrap();
         let mut outer = device.alloc::<f32>(9 * e).unwrap();
         let mut fa = device.alloc::<f32>(3 * n_ext).unwrap();

@@ -19,7 +19,51 @@ namespace {
 constexpr unsigned kRowBlock = 128;
 constexpr unsigned kEdgeBlock = 256;
 
-constexpr int kUnroll = 4;
+// Row e of an E x 3 array as two loads, not three: a gathered row costs
+// the load/store unit one lookup per load instruction, and rows 3e start
+// 8-byte (f32) or 16-byte (f64) aligned for even e, so one of the two
+// halves [0,1] | [2] or [0] | [1,2] is always a naturally aligned pair.
+// `paired`: the array itself is so aligned (a caller's pointer into the
+// middle of a buffer may not be; then three scalar loads).
+__device__ __forceinline__ void load_row(const float *__restrict__ p, bool paired, size_t e,
+                                         float out[3]) {
+  const float *row = p + 3 * e;
+  if (!paired) {
+    out[0] = row[0];
+    out[1] = row[1];
+    out[2] = row[2];
+  } else if ((e & 1) == 0) {
+    const float2 a = *reinterpret_cast<const float2 *>(row);
+    out[0] = a.x;
+    out[1] = a.y;
+    out[2] = row[2];
+  } else {
+    const float2 b = *reinterpret_cast<const float2 *>(row + 1);
+    out[0] = row[0];
+    out[1] = b.x;
+    out[2] = b.y;
+  }
+}
+
+__device__ __forceinline__ void load_row(const double *__restrict__ p, bool paired, size_t e,
+                                         double out[3]) {
+  const double *row = p + 3 * e;
+  if (!paired) {
+    out[0] = row[0];
+    out[1] = row[1];
+    out[2] = row[2];
+  } else if ((e & 1) == 0) {
+    const double2 a = *reinterpret_cast<const double2 *>(row);
+    out[0] = a.x;
+    out[1] = a.y;
+    out[2] = row[2];
+  } else {
+    const double2 b = *reinterpret_cast<const double2 *>(row + 1);
+    out[0] = row[0];
+    out[1] = b.x;
+    out[2] = b.y;
+  }
+}
 
 // acc[0..3] += g; acc[3 + 3a + b] -= g[a] r[b] (in float64).
 template <typename T>
@@ -59,36 +103,14 @@ __global__ void segment_pass(const T *__restrict__ g, const T *__restrict__ r,
   double acc[12];
 #pragma unroll
   for (int c = 0; c < 12; ++c) acc[c] = 0.0;
-  // Four edges per lane per step: their indices, then all their gathered
-  // rows, are loaded before any is used, so four row pairs per lane are in
-  // flight at once (the src pass's gathers are latency bound otherwise).
-  // The additions still run in the order edge j, j+LANES, ...: the same
-  // sums bit for bit as one edge per step.
-  // int64: j + 3 * LANES must not overflow when E is near 2^31.
-  int64_t j = static_cast<int64_t>(begin) + lane;
-  for (; j + 3 * LANES < end; j += kUnroll * LANES) {
-    size_t e[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) e[u] = static_cast<size_t>(order[j + u * LANES]);
-    T gv[kUnroll][3], rv[kUnroll][3];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-#pragma unroll
-      for (int c = 0; c < 3; ++c) {
-        gv[u][c] = g[3 * e[u] + c];
-        rv[u][c] = with_virial ? r[3 * e[u] + c] : T(0);
-      }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) add_edge(acc, gv[u], rv[u], with_virial);
-  }
-  for (; j < end; j += LANES) {
+  const bool g_paired = reinterpret_cast<uintptr_t>(g) % (2 * sizeof(T)) == 0;
+  const bool r_paired = reinterpret_cast<uintptr_t>(r) % (2 * sizeof(T)) == 0;
+  // int64: j + LANES must not overflow when E is near 2^31.
+  for (int64_t j = static_cast<int64_t>(begin) + lane; j < end; j += LANES) {
     const size_t e = static_cast<size_t>(order[j]);
     T gv[3], rv[3];
-#pragma unroll
-    for (int c = 0; c < 3; ++c) {
-      gv[c] = g[3 * e + c];
-      rv[c] = with_virial ? r[3 * e + c] : T(0);
-    }
+    load_row(g, g_paired, e, gv);
+    if (with_virial) load_row(r, r_paired, e, rv);
     add_edge(acc, gv, rv, with_virial);
   }
 #pragma unroll
@@ -463,6 +485,7 @@ __global__ void plan_sort_short_rows(int32_t *order_dst, int32_t *order_src,
   if (plan_is_bad(st)) return;
   __shared__ int32_t s[kShortGroups][kShortRow];
   __shared__ int n_max;
+  __shared__ int unsorted[kShortGroups];
   const bool is_src = blockIdx.y == 1;
   int32_t *order = is_src ? order_src : order_dst;
   const int32_t *row_ptr = is_src ? row_ptr_src : row_ptr_dst;
@@ -480,11 +503,19 @@ __global__ void plan_sort_short_rows(int32_t *order_dst, int32_t *order_src,
     }
     len = 0;
   }
-  const int n = len > 1 ? next_pow2(len) : 0;
+  int n = len > 1 ? next_pow2(len) : 0;
   if (threadIdx.x == 0) n_max = 0;
+  if (lane == 0) unsorted[group] = 0;
   __syncthreads();
-  if (lane == 0 && n > 0) atomicMax(&n_max, n);
   for (int i = lane; i < n; i += 32) s[group][i] = i < len ? order[begin + i] : INT32_MAX;
+  __syncthreads();
+  // A row the scatter left ascending (every row of a key that came in one
+  // run, as dst does from a neighbour list) needs no sort and no write.
+  for (int i = lane; i + 1 < len; i += 32)
+    if (s[group][i] > s[group][i + 1]) unsorted[group] = 1;
+  __syncthreads();
+  if (!unsorted[group]) n = 0;
+  if (lane == 0 && n > 0) atomicMax(&n_max, n);
   __syncthreads();
   const int nm = n_max;
   for (int k = 2; k <= nm; k *= 2)
@@ -492,7 +523,7 @@ __global__ void plan_sort_short_rows(int32_t *order_dst, int32_t *order_src,
       bitonic_stage(s[group], n, k, j, lane, 32);
       __syncthreads();
     }
-  // Rows of one edge are already sorted and were never loaded (n == 0).
+  // n == 0: one edge, or already ascending; order holds the row as it is.
   if (n > 0)
     for (int i = lane; i < len; i += 32) order[begin + i] = s[group][i];
 }
