@@ -19,51 +19,7 @@ namespace {
 constexpr unsigned kRowBlock = 128;
 constexpr unsigned kEdgeBlock = 256;
 
-// Row e of an E x 3 array as two loads, not three: a gathered row costs
-// the load/store unit one lookup per load instruction, and rows 3e start
-// 8-byte (f32) or 16-byte (f64) aligned for even e, so one of the two
-// halves [0,1] | [2] or [0] | [1,2] is always a naturally aligned pair.
-// `paired`: the array itself is so aligned (a caller's pointer into the
-// middle of a buffer may not be; then three scalar loads).
-__device__ __forceinline__ void load_row(const float *__restrict__ p, bool paired, size_t e,
-                                         float out[3]) {
-  const float *row = p + 3 * e;
-  if (!paired) {
-    out[0] = row[0];
-    out[1] = row[1];
-    out[2] = row[2];
-  } else if ((e & 1) == 0) {
-    const float2 a = *reinterpret_cast<const float2 *>(row);
-    out[0] = a.x;
-    out[1] = a.y;
-    out[2] = row[2];
-  } else {
-    const float2 b = *reinterpret_cast<const float2 *>(row + 1);
-    out[0] = row[0];
-    out[1] = b.x;
-    out[2] = b.y;
-  }
-}
-
-__device__ __forceinline__ void load_row(const double *__restrict__ p, bool paired, size_t e,
-                                         double out[3]) {
-  const double *row = p + 3 * e;
-  if (!paired) {
-    out[0] = row[0];
-    out[1] = row[1];
-    out[2] = row[2];
-  } else if ((e & 1) == 0) {
-    const double2 a = *reinterpret_cast<const double2 *>(row);
-    out[0] = a.x;
-    out[1] = a.y;
-    out[2] = row[2];
-  } else {
-    const double2 b = *reinterpret_cast<const double2 *>(row + 1);
-    out[0] = row[0];
-    out[1] = b.x;
-    out[2] = b.y;
-  }
-}
+constexpr int kUnroll = 4;
 
 // acc[0..3] += g; acc[3 + 3a + b] -= g[a] r[b] (in float64).
 template <typename T>
@@ -103,14 +59,36 @@ __global__ void segment_pass(const T *__restrict__ g, const T *__restrict__ r,
   double acc[12];
 #pragma unroll
   for (int c = 0; c < 12; ++c) acc[c] = 0.0;
-  const bool g_paired = reinterpret_cast<uintptr_t>(g) % (2 * sizeof(T)) == 0;
-  const bool r_paired = reinterpret_cast<uintptr_t>(r) % (2 * sizeof(T)) == 0;
-  // int64: j + LANES must not overflow when E is near 2^31.
-  for (int64_t j = static_cast<int64_t>(begin) + lane; j < end; j += LANES) {
+  // Four edges per lane per step: their indices, then all their gathered
+  // rows, are loaded before any is used, so four row pairs per lane are in
+  // flight at once (the src pass's gathers are latency bound otherwise).
+  // The additions still run in the order edge j, j+LANES, ...: the same
+  // sums bit for bit as one edge per step.
+  // int64: j + 3 * LANES must not overflow when E is near 2^31.
+  int64_t j = static_cast<int64_t>(begin) + lane;
+  for (; j + 3 * LANES < end; j += kUnroll * LANES) {
+    size_t e[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) e[u] = static_cast<size_t>(order[j + u * LANES]);
+    T gv[kUnroll][3], rv[kUnroll][3];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+#pragma unroll
+      for (int c = 0; c < 3; ++c) {
+        gv[u][c] = g[3 * e[u] + c];
+        rv[u][c] = with_virial ? r[3 * e[u] + c] : T(0);
+      }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) add_edge(acc, gv[u], rv[u], with_virial);
+  }
+  for (; j < end; j += LANES) {
     const size_t e = static_cast<size_t>(order[j]);
     T gv[3], rv[3];
-    load_row(g, g_paired, e, gv);
-    if (with_virial) load_row(r, r_paired, e, rv);
+#pragma unroll
+    for (int c = 0; c < 3; ++c) {
+      gv[c] = g[3 * e + c];
+      rv[c] = with_virial ? r[3 * e + c] : T(0);
+    }
     add_edge(acc, gv, rv, with_virial);
   }
 #pragma unroll

@@ -644,7 +644,7 @@ impl DeviceFrames {
                 Error::InvalidInput(m) => Error::InvalidInput(
                     m.replacen("src[", "frame_of[", 1)
                         .replacen("dst[", "frame_of[", 1)
-                        .replacen("n_ext = ", "n_frames = ", 1)
+                        .replacen("n_ext = ", "", 1)
                         .replacen("src has", "frame_of has", 1),
                 ),
                 other => other,
