@@ -255,10 +255,11 @@ bool valid_split(hipkern_virial_split s) {
 //   3. scatter: each run claims consecutive slots of its row with one
 //      atomic on the cursor;
 //   4. the order inside a row depends on which atomic came first, so every
-//      row is then sorted by edge id (bitonic in shared memory, rows of up
-//      to kShortRow edges by 32 threads each; longer rows by one block
+//      row is then sorted by edge id (bitonic: rows of up to kShortRow
+//      edges by one warp each, in registers; longer rows by one block
 //      each: chunks of kLongChunk sorted in shared memory, then merged
-//      in passes through a scratch copy). Increasing edge ids within a row
+//      in passes through a scratch copy). Rows already ascending are left
+//      as they are. Increasing edge ids within a row
 //      is exactly what a stable sort gives: the plan equals the host one.
 // Steps 2-4 write outputs only if step 1 found every index valid (each
 // kernel reads the validation words first), so a bad input leaves the
@@ -268,14 +269,19 @@ constexpr int kChunk = 8;            // consecutive edges per thread (runs)
 constexpr unsigned kPlanBlock = 256;
 constexpr int kScanPerThread = 8;
 constexpr int kScanTile = kPlanBlock * kScanPerThread;  // counts per scan tile
-constexpr int kShortRow = 256;      // rows up to this long: 32 threads each
+constexpr int kShortRow = 256;      // rows up to this long: one warp each, 8 per lane
 constexpr int kShortGroups = kPlanBlock / 32;
 constexpr int kLongChunk = 2048;     // shared-memory chunk of a long row
+constexpr int64_t kScatterWindowBytes = 24 << 20;  // order slots per scatter window (L2: 50 MB)
 constexpr uint64_t kNoBad = ~0ull;
 
 // Validation words, in scratch: first bad position of src, dst, mapping.
+// And the number of runs (maximal stretches of one key within a thread's
+// chunk) each key set has: a set of few long runs (dst of a neighbour
+// list) scatters in one pass, without key windows.
 struct PlanStatus {
   unsigned long long bad[4];
+  unsigned long long runs[2];
 };
 
 __device__ inline bool plan_is_bad(const PlanStatus *st) {
@@ -316,29 +322,56 @@ __device__ inline void plan_flush(int32_t key, int32_t run, int64_t first_edge, 
     for (int32_t i = 0; i < run; ++i) order[at + i] = static_cast<int32_t>(first_edge + i);
 }
 
-// Step 1 (order == nullptr: histogram into counters) or step 3 (order set:
-// scatter through the cursors). blockIdx.y: 0 = dst keys, 1 = src keys.
+// Step 1 (orders null: histogram into counters) or step 3 (orders set:
+// scatter through the cursors). blockIdx.y + set_base: 0 = dst keys, 1 =
+// src keys. Only keys in [key_lo, key_hi) are counted or scattered: the
+// scatter of a large key set runs in windows of keys whose slots fit in
+// L2, so the random 4-byte writes of a window meet in L2 instead of each
+// costing a read-modify-write of a DRAM sector.
 template <typename I, typename M>
 __global__ void plan_runs(const I *__restrict__ src, const I *__restrict__ dst, int64_t n_edges,
                           int64_t n_ext, const M *__restrict__ mapping, int64_t n_rows,
                           int32_t *counters_dst, int32_t *counters_src, int32_t *order_dst,
-                          int32_t *order_src, PlanStatus *st) {
-  const bool scatter = order_dst != nullptr;
+                          int32_t *order_src, int set_base, int32_t key_lo, int32_t key_hi,
+                          PlanStatus *st) {
+  const bool scatter = order_dst != nullptr || order_src != nullptr;
   if (scatter && plan_is_bad(st)) return;
-  const bool is_src = blockIdx.y == 1;
+  const bool is_src = blockIdx.y + set_base == 1;
   const I *idx = is_src ? src : dst;
   int32_t *counter = is_src ? counters_src : counters_dst;
   int32_t *order = is_src ? order_src : order_dst;
   unsigned long long *bad = &st->bad[is_src ? 0 : 1];
+  const int set = is_src ? 1 : 0;
+  if (scatter && st->runs[set] * 4 < static_cast<unsigned long long>(n_edges)) {
+    // Few long runs: one atomic per run, writes already contiguous; the
+    // first non-empty window (the one from key 0) does all keys, the
+    // others nothing.
+    if (key_lo > 0 || key_hi == 0) return;
+    key_hi = static_cast<int32_t>(n_rows);
+  }
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t begin = t * kChunk;
-  if (begin >= n_edges) return;
   const int64_t end = begin + kChunk < n_edges ? begin + kChunk : n_edges;
+  // The chunk's indices: 16-byte loads when the chunk is whole and aligned.
+  I v[kChunk];
+  if (end - begin == kChunk && reinterpret_cast<uintptr_t>(idx) % 16 == 0) {
+    constexpr int n16 = static_cast<int>(kChunk * sizeof(I) / 16);
+    const int4 *p = reinterpret_cast<const int4 *>(idx + begin);
+    int4 raw[n16];
+#pragma unroll
+    for (int q = 0; q < n16; ++q) raw[q] = p[q];
+    __builtin_memcpy(v, raw, sizeof(v));
+  } else {
+    for (int64_t e = begin; e < end; ++e) v[e - begin] = idx[e];
+  }
   int32_t key = -1, run = 0;
   int64_t first = begin;
+  unsigned long long runs = 0;
   for (int64_t e = begin; e < end; ++e) {
-    const int32_t k = plan_key(idx[e], n_ext, mapping, n_rows, e, bad);
+    int32_t k = plan_key(v[e - begin], n_ext, mapping, n_rows, e, bad);
+    if (k < key_lo || k >= key_hi) k = -1;  // another window's key
     if (k != key) {
+      runs += key >= 0 && run > 0;
       plan_flush(key, run, first, counter, order);
       key = k;
       run = 0;
@@ -346,7 +379,19 @@ __global__ void plan_runs(const I *__restrict__ src, const I *__restrict__ dst, 
     }
     ++run;
   }
+  runs += key >= 0 && run > 0;
   plan_flush(key, run, first, counter, order);
+  if (scatter) return;
+  // Histogram pass: the block's run count, added once per block.
+  __shared__ unsigned long long block_runs[kPlanBlock / 32];
+  for (int m = 16; m > 0; m /= 2) runs += HIPKERN_SHFL_XOR(runs, m);
+  if (threadIdx.x % 32 == 0) block_runs[threadIdx.x / 32] = runs;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    unsigned long long total = 0;
+    for (unsigned w = 0; w < blockDim.x / 32; ++w) total += block_runs[w];
+    atomicAdd(&st->runs[set], total);
+  }
 }
 
 // Block-wide exclusive scan of one value per thread (Hillis-Steele in
@@ -454,56 +499,111 @@ __device__ inline int next_pow2(int n) {
   return p;
 }
 
-// Step 4a: rows of 2..kShortRow edges sorted by 32 threads each; longer
-// rows are appended to long_rows for step 4b. blockIdx.y picks dst/src.
+// Ascending bitonic sort of 32 * R values held by the 32 lanes of a group,
+// R per lane in registers (element x = lane * R + r): partners within a
+// lane are swapped in registers, partners across lanes meet through
+// shuffles. No shared memory and no barriers: a row costs about 15 R
+// shuffles instead of hundreds of shared-memory round trips.
+template <int R>
+__device__ inline void warp_bitonic_sort(int32_t (&v)[R], int lane) {
+  constexpr int N = 32 * R;
+#pragma unroll
+  for (int k = 2; k <= N; k *= 2) {
+#pragma unroll
+    for (int j = k / 2; j > 0; j /= 2) {
+      if (j < R) {
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int q = r ^ j;
+          if (q > r) {
+            const int x = lane * R + r;
+            const bool up = (x & k) == 0;
+            const int32_t a = v[r], b = v[q];
+            if ((a > b) == up) {
+              v[r] = b;
+              v[q] = a;
+            }
+          }
+        }
+      } else {
+        const int lane_mask = j / R;
+#pragma unroll
+        for (int r = 0; r < R; ++r) {
+          const int x = lane * R + r;
+          const int32_t other = HIPKERN_SHFL_XOR(v[r], lane_mask);
+          const bool up = (x & k) == 0;
+          const bool lower = (lane & lane_mask) == 0;
+          // The lower element of a pair keeps the smaller value when the
+          // block ascends, the larger when it descends.
+          v[r] = (lower == up) ? (v[r] < other ? v[r] : other) : (v[r] > other ? v[r] : other);
+        }
+      }
+    }
+  }
+}
+
+// One row of 2 .. 32 * R edge ids, loaded, checked, sorted if needed and
+// written back by the 32 lanes of a group.
+template <int R>
+__device__ inline void sort_row_in_lanes(int32_t *row, int32_t len, int lane) {
+  int32_t v[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int x = lane * R + r;
+    v[r] = x < len ? row[x] : INT32_MAX;
+  }
+  // A row the scatter left ascending (every row of a key that came in one
+  // run, as dst does from a neighbour list) needs no sort and no write.
+  // Each lane checks its elements against their successors in memory (the
+  // successor of a lane's last element is the next lane's first).
+  int ascending = 1;
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int x = lane * R + r;
+    if (x + 1 < len) {
+      const int32_t successor = r + 1 < R ? v[(r + 1) % R] : row[x + 1];
+      ascending &= v[r] <= successor;
+    }
+  }
+  for (int m = 16; m > 0; m /= 2) ascending &= HIPKERN_SHFL_XOR(ascending, m);
+  if (ascending) return;
+  warp_bitonic_sort<R>(v, lane);
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int x = lane * R + r;
+    if (x < len) row[x] = v[r];
+  }
+}
+
+// Step 4a: rows of 2..kShortRow edges sorted by the 32 lanes of one warp
+// each, in registers (the smallest R that holds the row); longer rows are
+// appended to long_rows for step 4b. blockIdx.y picks dst/src.
 __global__ void plan_sort_short_rows(int32_t *order_dst, int32_t *order_src,
                                      const int32_t *row_ptr_dst, const int32_t *row_ptr_src,
                                      int64_t n_rows, int32_t *long_count, int32_t *long_rows,
                                      int64_t long_capacity, const PlanStatus *st) {
   if (plan_is_bad(st)) return;
-  __shared__ int32_t s[kShortGroups][kShortRow];
-  __shared__ int n_max;
-  __shared__ int unsorted[kShortGroups];
   const bool is_src = blockIdx.y == 1;
   int32_t *order = is_src ? order_src : order_dst;
   const int32_t *row_ptr = is_src ? row_ptr_src : row_ptr_dst;
   const int group = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kShortGroups + group;
-  int32_t begin = 0, len = 0;
-  if (row < n_rows) {
-    begin = row_ptr[row];
-    len = row_ptr[row + 1] - begin;
-  }
+  if (row >= n_rows) return;  // the whole group: rows are per group
+  const int32_t begin = row_ptr[row], len = row_ptr[row + 1] - begin;
   if (len > kShortRow) {
     if (lane == 0) {
       const int32_t slot = atomicAdd(&long_count[blockIdx.y], 1);
       if (slot < long_capacity) long_rows[blockIdx.y * long_capacity + slot] = static_cast<int32_t>(row);
     }
-    len = 0;
+    return;
   }
-  int n = len > 1 ? next_pow2(len) : 0;
-  if (threadIdx.x == 0) n_max = 0;
-  if (lane == 0) unsorted[group] = 0;
-  __syncthreads();
-  for (int i = lane; i < n; i += 32) s[group][i] = i < len ? order[begin + i] : INT32_MAX;
-  __syncthreads();
-  // A row the scatter left ascending (every row of a key that came in one
-  // run, as dst does from a neighbour list) needs no sort and no write.
-  for (int i = lane; i + 1 < len; i += 32)
-    if (s[group][i] > s[group][i + 1]) unsorted[group] = 1;
-  __syncthreads();
-  if (!unsorted[group]) n = 0;
-  if (lane == 0 && n > 0) atomicMax(&n_max, n);
-  __syncthreads();
-  const int nm = n_max;
-  for (int k = 2; k <= nm; k *= 2)
-    for (int j = k / 2; j > 0; j /= 2) {
-      bitonic_stage(s[group], n, k, j, lane, 32);
-      __syncthreads();
-    }
-  // n == 0: one edge, or already ascending; order holds the row as it is.
-  if (n > 0)
-    for (int i = lane; i < len; i += 32) order[begin + i] = s[group][i];
+  // Every branch is uniform over the group (len is the group's).
+  int32_t *r = order + begin;
+  if (len <= 1) return;
+  if (len <= 32) sort_row_in_lanes<1>(r, len, lane);
+  else if (len <= 64) sort_row_in_lanes<2>(r, len, lane);
+  else if (len <= 128) sort_row_in_lanes<4>(r, len, lane);
+  else sort_row_in_lanes<8>(r, len, lane);
 }
 
 // First index in sorted a[0..n) whose value is not below x.
@@ -607,7 +707,8 @@ hipError_t plan_build(const I *src, const I *dst, int64_t n_edges, int64_t n_ext
   int32_t *long_count = reinterpret_cast<int32_t *>(scratch + l.long_count);
   int32_t *long_rows = reinterpret_cast<int32_t *>(scratch + l.long_rows);
   int32_t *spare = reinterpret_cast<int32_t *>(scratch + l.spare);
-  hipError_t e = hipMemsetAsync(st, 0xff, sizeof(PlanStatus), s);
+  hipError_t e = hipMemsetAsync(st->bad, 0xff, sizeof(st->bad), s);
+  if (e == hipSuccess) e = hipMemsetAsync(st->runs, 0, sizeof(st->runs), s);
   if (e == hipSuccess) e = hipMemsetAsync(counts, 0, 2 * sizeof(int32_t) * n_rows, s);
   if (e == hipSuccess) e = hipMemsetAsync(long_count, 0, 2 * sizeof(int32_t), s);
   if (e != hipSuccess) return e;
@@ -620,7 +721,8 @@ hipError_t plan_build(const I *src, const I *dst, int64_t n_edges, int64_t n_ext
   const dim3 run_grid(static_cast<unsigned>((run_threads + kPlanBlock - 1) / kPlanBlock), 2);
   if (n_edges > 0) {
     plan_runs<I, M><<<run_grid, kPlanBlock, 0, s>>>(src, dst, n_edges, n_ext, mapping, n_rows,
-                                                    counts_dst, counts_src, nullptr, nullptr, st);
+                                                    counts_dst, counts_src, nullptr, nullptr, 0, 0,
+                                                    static_cast<int32_t>(n_rows), st);
     if ((e = hipGetLastError()) != hipSuccess) return e;
   }
   const dim3 tile_grid(static_cast<unsigned>(l.n_tiles), 2);
@@ -633,8 +735,18 @@ hipError_t plan_build(const I *src, const I *dst, int64_t n_edges, int64_t n_ext
       counts_dst, counts_src, n_rows, l.n_tiles, tile_sums, n_edges, dst_row_ptr, src_row_ptr, st);
   if ((e = hipGetLastError()) != hipSuccess) return e;
   if (n_edges > 0) {
-    plan_runs<I, M><<<run_grid, kPlanBlock, 0, s>>>(src, dst, n_edges, n_ext, mapping, n_rows,
-                                                    counts_dst, counts_src, dst_order, src_order, st);
+    // Scatter, each key set in key windows of about kScatterWindowBytes of
+    // slots (rows split evenly by key; a skewed window is only slower).
+    const int64_t windows = (4 * n_edges + kScatterWindowBytes - 1) / kScatterWindowBytes;
+    const dim3 set_grid(run_grid.x, 1);
+    for (int set = 0; set < 2; ++set)
+      for (int64_t w = 0; w < windows; ++w) {
+        const int32_t lo = static_cast<int32_t>(n_rows * w / windows);
+        const int32_t hi = static_cast<int32_t>(n_rows * (w + 1) / windows);
+        plan_runs<I, M><<<set_grid, kPlanBlock, 0, s>>>(
+            src, dst, n_edges, n_ext, mapping, n_rows, counts_dst, counts_src,
+            set == 0 ? dst_order : nullptr, set == 1 ? src_order : nullptr, set, lo, hi, st);
+      }
     const dim3 short_grid(static_cast<unsigned>((n_rows + kShortGroups - 1) / kShortGroups), 2);
     plan_sort_short_rows<<<short_grid, kPlanBlock, 0, s>>>(dst_order, src_order, dst_row_ptr,
                                                            src_row_ptr, n_rows, long_count, long_rows,
