@@ -426,28 +426,63 @@ pub fn assemble_device_into<T: DeviceReal>(
         virial,
     )?;
     same_device(stream, "plan", plan.dst_order.device())?;
-    let e = plan.n_edges;
+    // SAFETY: checked above: every buffer is live device memory of the
+    // length the call needs, on the stream's device.
+    unsafe {
+        launch_assemble(
+            stream,
+            plan,
+            g,
+            edge_vec,
+            split,
+            sys::HIPKERN_DTYPE_F64,
+            force.as_mut_ptr().cast(),
+            virial.as_mut_ptr().cast(),
+            std::ptr::null_mut(),
+        )
+    }
+}
+
+/// The one call of `hipkern_force_assemble`, outputs of `out_dtype`.
+///
+/// # Safety
+/// `g`/`edge_vec` hold `3 × plan.n_edges` values, `force`/`virial` point at
+/// `3 × n_rows` / `9 × n_rows` values of `out_dtype`, `accum` at
+/// `12 × n_rows` doubles (or is null for float64 outputs), all on the
+/// stream's device. The plan is valid (built on the device, or validated on
+/// the host: indices in range, row_ptr monotone from 0 to E), which is the
+/// kernel's precondition.
+// Mirrors the C entry point: every buffer is a separate role.
+#[allow(clippy::too_many_arguments)]
+unsafe fn launch_assemble<T: DeviceReal>(
+    stream: &Stream,
+    plan: &DevicePlan,
+    g: &DeviceBuffer<T>,
+    edge_vec: &DeviceBuffer<T>,
+    split: VirialSplit,
+    out_dtype: sys::hipkern_dtype,
+    force: *mut std::ffi::c_void,
+    virial: *mut std::ffi::c_void,
+    accum: *mut f64,
+) -> Result<()> {
     stream.device().bind()?;
-    // SAFETY: every pointer is live device memory of the checked length on
-    // the stream's device; the plan is valid (built on the device, or
-    // validated on the host: indices in range, row_ptr monotone from 0 to
-    // E), which is the kernel's precondition.
+    // SAFETY: the caller's contract (above).
     let status = unsafe {
         sys::hipkern_force_assemble(
             T::DTYPE,
             g.as_ptr().cast(),
             edge_vec.as_ptr().cast(),
-            e as i64,
+            plan.n_edges as i64,
             plan.dst_order.as_ptr(),
             plan.dst_row_ptr.as_ptr(),
             plan.src_order.as_ptr(),
             plan.src_row_ptr.as_ptr(),
             plan.n_rows as i32,
             split_code(split),
-            sys::HIPKERN_DTYPE_F64,
-            force.as_mut_ptr().cast(),
-            virial.as_mut_ptr().cast(),
-            std::ptr::null_mut(),
+            out_dtype,
+            force,
+            virial,
+            accum,
             stream.as_raw(),
         )
     };
@@ -486,28 +521,21 @@ pub fn assemble_device_rounded_into<T: DeviceReal>(
     )?;
     same_device(stream, "accum", accum.device())?;
     same_device(stream, "plan", plan.dst_order.device())?;
-    stream.device().bind()?;
-    // SAFETY: as in assemble_device_into; accum holds n_rows × 12 doubles.
-    let status = unsafe {
-        sys::hipkern_force_assemble(
-            T::DTYPE,
-            g.as_ptr().cast(),
-            edge_vec.as_ptr().cast(),
-            plan.n_edges as i64,
-            plan.dst_order.as_ptr(),
-            plan.dst_row_ptr.as_ptr(),
-            plan.src_order.as_ptr(),
-            plan.src_row_ptr.as_ptr(),
-            plan.n_rows as i32,
-            split_code(split),
+    // SAFETY: checked above, as in assemble_device_into; accum holds
+    // n_rows × 12 doubles.
+    unsafe {
+        launch_assemble(
+            stream,
+            plan,
+            g,
+            edge_vec,
+            split,
             T::DTYPE,
             force.as_mut_ptr().cast(),
             virial.as_mut_ptr().cast(),
             accum.as_mut_ptr(),
-            stream.as_raw(),
         )
-    };
-    crate::runtime::check("hipkern_force_assemble", status)
+    }
 }
 
 /// Allocates the outputs and assembles; returns (force, virial).
