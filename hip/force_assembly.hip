@@ -276,12 +276,8 @@ constexpr int64_t kScatterWindowBytes = 24 << 20;  // order slots per scatter wi
 constexpr uint64_t kNoBad = ~0ull;
 
 // Validation words, in scratch: first bad position of src, dst, mapping.
-// And the number of runs (maximal stretches of one key within a thread's
-// chunk) each key set has: a set of few long runs (dst of a neighbour
-// list) scatters in one pass, without key windows.
 struct PlanStatus {
   unsigned long long bad[4];
-  unsigned long long runs[2];
 };
 
 __device__ inline bool plan_is_bad(const PlanStatus *st) {
@@ -341,37 +337,16 @@ __global__ void plan_runs(const I *__restrict__ src, const I *__restrict__ dst, 
   int32_t *counter = is_src ? counters_src : counters_dst;
   int32_t *order = is_src ? order_src : order_dst;
   unsigned long long *bad = &st->bad[is_src ? 0 : 1];
-  const int set = is_src ? 1 : 0;
-  if (scatter && st->runs[set] * 4 < static_cast<unsigned long long>(n_edges)) {
-    // Few long runs: one atomic per run, writes already contiguous; the
-    // first non-empty window (the one from key 0) does all keys, the
-    // others nothing.
-    if (key_lo > 0 || key_hi == 0) return;
-    key_hi = static_cast<int32_t>(n_rows);
-  }
   const int64_t t = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const int64_t begin = t * kChunk;
+  if (begin >= n_edges) return;
   const int64_t end = begin + kChunk < n_edges ? begin + kChunk : n_edges;
-  // The chunk's indices: 16-byte loads when the chunk is whole and aligned.
-  I v[kChunk];
-  if (end - begin == kChunk && reinterpret_cast<uintptr_t>(idx) % 16 == 0) {
-    constexpr int n16 = static_cast<int>(kChunk * sizeof(I) / 16);
-    const int4 *p = reinterpret_cast<const int4 *>(idx + begin);
-    int4 raw[n16];
-#pragma unroll
-    for (int q = 0; q < n16; ++q) raw[q] = p[q];
-    __builtin_memcpy(v, raw, sizeof(v));
-  } else {
-    for (int64_t e = begin; e < end; ++e) v[e - begin] = idx[e];
-  }
   int32_t key = -1, run = 0;
   int64_t first = begin;
-  unsigned long long runs = 0;
   for (int64_t e = begin; e < end; ++e) {
-    int32_t k = plan_key(v[e - begin], n_ext, mapping, n_rows, e, bad);
+    int32_t k = plan_key(idx[e], n_ext, mapping, n_rows, e, bad);
     if (k < key_lo || k >= key_hi) k = -1;  // another window's key
     if (k != key) {
-      runs += key >= 0 && run > 0;
       plan_flush(key, run, first, counter, order);
       key = k;
       run = 0;
@@ -379,19 +354,7 @@ __global__ void plan_runs(const I *__restrict__ src, const I *__restrict__ dst, 
     }
     ++run;
   }
-  runs += key >= 0 && run > 0;
   plan_flush(key, run, first, counter, order);
-  if (scatter) return;
-  // Histogram pass: the block's run count, added once per block.
-  __shared__ unsigned long long block_runs[kPlanBlock / 32];
-  for (int m = 16; m > 0; m /= 2) runs += HIPKERN_SHFL_XOR(runs, m);
-  if (threadIdx.x % 32 == 0) block_runs[threadIdx.x / 32] = runs;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    unsigned long long total = 0;
-    for (unsigned w = 0; w < blockDim.x / 32; ++w) total += block_runs[w];
-    atomicAdd(&st->runs[set], total);
-  }
 }
 
 // Block-wide exclusive scan of one value per thread (Hillis-Steele in
@@ -707,8 +670,7 @@ hipError_t plan_build(const I *src, const I *dst, int64_t n_edges, int64_t n_ext
   int32_t *long_count = reinterpret_cast<int32_t *>(scratch + l.long_count);
   int32_t *long_rows = reinterpret_cast<int32_t *>(scratch + l.long_rows);
   int32_t *spare = reinterpret_cast<int32_t *>(scratch + l.spare);
-  hipError_t e = hipMemsetAsync(st->bad, 0xff, sizeof(st->bad), s);
-  if (e == hipSuccess) e = hipMemsetAsync(st->runs, 0, sizeof(st->runs), s);
+  hipError_t e = hipMemsetAsync(st, 0xff, sizeof(PlanStatus), s);
   if (e == hipSuccess) e = hipMemsetAsync(counts, 0, 2 * sizeof(int32_t) * n_rows, s);
   if (e == hipSuccess) e = hipMemsetAsync(long_count, 0, 2 * sizeof(int32_t), s);
   if (e != hipSuccess) return e;
