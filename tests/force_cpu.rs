@@ -300,8 +300,13 @@ fn from_parts_validates_and_round_trips() {
         b[i] = b[i + 1] + 1;
     });
     assert!(m.contains("dst_row_ptr is not monotone"), "{m}");
+    // Ends one short of E, still monotone (trailing empty rows, which the
+    // random system may have, end one short too).
     let m = parts(&|_, _, _, d| {
-        *d.last_mut().unwrap() -= 1;
+        let short = d[d.len() - 1] - 1;
+        for x in d.iter_mut() {
+            *x = (*x).min(short);
+        }
     });
     assert!(m.contains("src_row_ptr ends at"), "{m}");
     let m = parts(&|_, _, _, d| {
