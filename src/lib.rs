@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 pub mod force;
+pub mod nearfield;
 pub mod rng;
 pub mod runtime;
 

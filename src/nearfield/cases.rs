@@ -1,0 +1,396 @@
+//! The interaction cases of a 2:1-balanced tree, their codes and ids, the
+//! mapping from a (target box, source box) pair to its case, and the target
+//! points of a case. Conventions and their sources: the module docs of
+//! [`crate::nearfield`].
+
+use super::quadrature::q_points;
+use crate::runtime::{Error, Result};
+
+/// Base of the case code: the integers −6..=6 (volumential's `base`, the
+/// count of integers from the smallest to the largest case component).
+pub const CASE_ENCODING_BASE: usize = 13;
+
+/// Added to each case component before encoding (volumential's `shift`,
+/// minus the smallest component).
+pub const CASE_ENCODING_SHIFT: i32 = 6;
+
+/// Tolerance of [`Cases::case_of_pair`], in units of the case vector, i.e.
+/// of `h_s/4` (a length tolerance of `PAIR_TOLERANCE · h_s / 4`).
+///
+/// In exact arithmetic a pair of a 2:1 tree gives integer components, gaps
+/// of exactly 0 between touching boxes and size ratios of exactly ½, 1 or 2.
+/// Box centres of a real tree are dyadic offsets from a root whose corner
+/// and extent need not be dyadic, so each centre carries a rounding error of
+/// about `ε·|x|` (ε = 2.2e−16, `|x|` the coordinate's magnitude); measured
+/// in `h_s/4` that is `4ε·|x|/h_s`, below 1e−6 as long as `|x|/h_s < 10^9`
+/// (about 30 levels below a root at the origin's scale). Genuinely wrong
+/// pairs (a quarter-box misalignment, a gap, an overlap) differ by at least
+/// 1 in these units (0.5 for a misaligned size ratio), so 1e−6 separates the
+/// two by six orders of magnitude. volumential accepts anything that rounds
+/// to a valid code (`+ 1e−10` bias, then `+ 0.5` and truncation) and
+/// reads −1 otherwise; this check is stricter on purpose.
+pub const PAIR_TOLERANCE: f64 = 1e-6;
+
+/// The three kinds of case, by the target box's size relative to the
+/// source box's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum CaseKind {
+    /// Same size: the box itself (`c = 0`) or a neighbour (`max|c_k| = 4`,
+    /// components in {−4, 0, 4}).
+    SameSize,
+    /// The target is half the source's size (`max|c_k| = 3`, components in
+    /// {±1, ±3}).
+    TargetSmaller,
+    /// The target is twice the source's size (`max|c_k| = 6`, components in
+    /// {±2, ±6}).
+    TargetLarger,
+}
+
+impl CaseKind {
+    /// `h_t / h_s`: 1, ½ or 2. Also the `size` factor of the target points
+    /// (`(max|c_k| − 2)/2`, and 1 for `c = 0`).
+    pub fn target_size_ratio(self) -> f64 {
+        match self {
+            CaseKind::SameSize => 1.0,
+            CaseKind::TargetSmaller => 0.5,
+            CaseKind::TargetLarger => 2.0,
+        }
+    }
+
+    /// The kind of a case vector, or `None` if it is no case.
+    fn of_vector(v: &[i32]) -> Option<CaseKind> {
+        let max = v.iter().map(|c| c.abs()).max()?;
+        let allowed: &[i32] = match max {
+            0 => return Some(CaseKind::SameSize),
+            4 => &[0, 4],
+            3 => &[1, 3],
+            6 => &[2, 6],
+            _ => return None,
+        };
+        if v.iter().all(|c| allowed.contains(&c.abs())) {
+            Some(match max {
+                4 => CaseKind::SameSize,
+                3 => CaseKind::TargetSmaller,
+                _ => CaseKind::TargetLarger,
+            })
+        } else {
+            None
+        }
+    }
+}
+
+/// The interaction cases of one dimension (2 or 3), in volumential's order.
+#[derive(Clone, Debug)]
+pub struct Cases {
+    dim: usize,
+    /// `len × dim`, row `id` the vector of case `id`.
+    vectors: Vec<i32>,
+    codes: Vec<usize>,
+    kinds: Vec<CaseKind>,
+    /// `13^dim` entries: code → case id, −1 where the code is no case.
+    lookup: Vec<i32>,
+}
+
+impl Cases {
+    /// All cases of dimension `dim` (2: 33 cases, 3: 139), sorted by code.
+    ///
+    /// Enumerates every vector in `{−6..6}^dim` in increasing code order and
+    /// keeps those that are a case ([`CaseKind`]).
+    pub fn new(dim: usize) -> Result<Cases> {
+        if dim != 2 && dim != 3 {
+            return Err(Error::InvalidInput(format!(
+                "near-field cases: dimension {dim} is not supported (2 or 3)"
+            )));
+        }
+        let n_codes = CASE_ENCODING_BASE.pow(dim as u32);
+        let mut cases = Cases {
+            dim,
+            vectors: Vec::new(),
+            codes: Vec::new(),
+            kinds: Vec::new(),
+            lookup: vec![-1; n_codes],
+        };
+        let mut v = vec![0i32; dim];
+        for code in 0..n_codes {
+            // Decode: last component least significant.
+            let mut r = code;
+            for k in (0..dim).rev() {
+                v[k] = (r % CASE_ENCODING_BASE) as i32 - CASE_ENCODING_SHIFT;
+                r /= CASE_ENCODING_BASE;
+            }
+            if let Some(kind) = CaseKind::of_vector(&v) {
+                cases.lookup[code] = cases.codes.len() as i32;
+                cases.vectors.extend_from_slice(&v);
+                cases.codes.push(code);
+                cases.kinds.push(kind);
+            }
+        }
+        Ok(cases)
+    }
+
+    /// The dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// The number of cases (33 in 2D, 139 in 3D).
+    pub fn len(&self) -> usize {
+        self.codes.len()
+    }
+
+    /// Never true (kept for the `len` convention).
+    pub fn is_empty(&self) -> bool {
+        self.codes.is_empty()
+    }
+
+    /// The case vector of case `id` (`dim` components).
+    ///
+    /// # Panics
+    /// If `id >= self.len()`.
+    pub fn vector(&self, id: usize) -> &[i32] {
+        assert!(
+            id < self.len(),
+            "case id {id} out of range 0..{}",
+            self.len()
+        );
+        &self.vectors[id * self.dim..(id + 1) * self.dim]
+    }
+
+    /// The code of case `id`: Horner of `c_k + 6` in base 13, first
+    /// component most significant.
+    ///
+    /// # Panics
+    /// If `id >= self.len()`.
+    pub fn code(&self, id: usize) -> usize {
+        assert!(
+            id < self.len(),
+            "case id {id} out of range 0..{}",
+            self.len()
+        );
+        self.codes[id]
+    }
+
+    /// The kind of case `id`.
+    ///
+    /// # Panics
+    /// If `id >= self.len()`.
+    pub fn kind(&self, id: usize) -> CaseKind {
+        assert!(
+            id < self.len(),
+            "case id {id} out of range 0..{}",
+            self.len()
+        );
+        self.kinds[id]
+    }
+
+    /// The code of any vector with `dim` components in −6..=6 (a case or
+    /// not); `None` for a wrong length or a component out of range.
+    pub fn encode(&self, v: &[i32]) -> Option<usize> {
+        if v.len() != self.dim {
+            return None;
+        }
+        let mut code = 0usize;
+        for &c in v {
+            if !(-CASE_ENCODING_SHIFT..=CASE_ENCODING_SHIFT).contains(&c) {
+                return None;
+            }
+            code = code * CASE_ENCODING_BASE + (c + CASE_ENCODING_SHIFT) as usize;
+        }
+        Some(code)
+    }
+
+    /// The id of the case with vector `v`, or `None` if `v` is no case.
+    pub fn id_of_vector(&self, v: &[i32]) -> Option<usize> {
+        let code = self.encode(v)?;
+        usize::try_from(self.lookup[code]).ok()
+    }
+
+    /// The id of the case with code `code`, or `None`.
+    pub fn id_of_code(&self, code: usize) -> Option<usize> {
+        usize::try_from(*self.lookup.get(code)?).ok()
+    }
+
+    /// volumential's `case_indices`: the lookup array of length `13^dim`
+    /// from code to case id, −1 where a code is no case (2D: 169 entries,
+    /// 3D: 2197). volumential stores it as a numpy int (int64) array; the
+    /// values are the same.
+    pub fn case_indices(&self) -> &[i32] {
+        &self.lookup
+    }
+
+    /// The id of the self case (`c = 0`).
+    pub fn self_case(&self) -> usize {
+        self.id_of_vector(&vec![0; self.dim])
+            .expect("the zero vector is a case")
+    }
+
+    /// Entries of a full table of order `q`: `len · q^{2·dim}`.
+    pub fn n_entries(&self, q: usize) -> usize {
+        self.len() * q.pow(2 * self.dim as u32)
+    }
+
+    /// The entry id `case·q^{2d} + s·q^d + t` (`s` the source mode, `t` the
+    /// target point), checked.
+    pub fn entry_id(&self, case: usize, s: usize, t: usize, q: usize) -> Result<usize> {
+        let nq = q.pow(self.dim as u32);
+        if q == 0 || case >= self.len() || s >= nq || t >= nq {
+            return Err(Error::InvalidInput(format!(
+                "entry (case {case}, source mode {s}, target point {t}) with q = {q}: \
+                 need case < {}, modes and points < q^{} = {nq}, q ≥ 1",
+                self.len(),
+                self.dim
+            )));
+        }
+        Ok((case * nq + s) * nq + t)
+    }
+
+    /// The case of a (target box, source box) pair of a 2:1-balanced tree:
+    /// `c = 4·(center_t − center_s)/h_s` looked up as volumential's List 1
+    /// does, after checking that the pair is one of a 2:1 tree's List 1
+    /// pairs.
+    ///
+    /// Centres have `dim` components; `h_t`, `h_s` are the boxes' sides.
+    /// Errors (`InvalidInput`, naming the problem): wrong lengths, values
+    /// that are not finite or not positive; sizes whose level difference is
+    /// more than one, or not a power of two apart; boxes that do not touch
+    /// (the gap is named); boxes that overlap (a different box inside or
+    /// across the other); touching boxes that are not aligned as two boxes
+    /// of one tree would be (e.g. shifted by a quarter box). Float
+    /// comparisons use [`PAIR_TOLERANCE`] (units of `h_s/4`).
+    pub fn case_of_pair(
+        &self,
+        center_t: &[f64],
+        h_t: f64,
+        center_s: &[f64],
+        h_s: f64,
+    ) -> Result<usize> {
+        let d = self.dim;
+        let bad = |s: String| Err(Error::InvalidInput(format!("list 1 pair: {s}")));
+        if center_t.len() != d || center_s.len() != d {
+            return bad(format!(
+                "box centres have {} and {} components, dimension is {d}",
+                center_t.len(),
+                center_s.len()
+            ));
+        }
+        if !(h_t.is_finite() && h_t > 0.0 && h_s.is_finite() && h_s > 0.0) {
+            return bad(format!(
+                "box sizes must be finite and positive (target {h_t}, source {h_s})"
+            ));
+        }
+        if let Some(x) = center_t.iter().chain(center_s).find(|x| !x.is_finite()) {
+            return bad(format!("box centre component {x} is not finite"));
+        }
+
+        // Size ratio: 1/2, 1 or 2 to within the tolerance, relative.
+        let ratio = h_t / h_s;
+        let ratio = match [0.5, 1.0, 2.0]
+            .into_iter()
+            .find(|r| (ratio / r - 1.0).abs() <= PAIR_TOLERANCE)
+        {
+            Some(r) => r,
+            None => {
+                let l = ratio.log2();
+                let k = l.round();
+                return if (l - k).abs() <= PAIR_TOLERANCE {
+                    bad(format!(
+                        "level difference {} is more than one (target size {h_t}, \
+                         source size {h_s}); a 2:1-balanced tree has none",
+                        k.abs()
+                    ))
+                } else {
+                    bad(format!(
+                        "box sizes are not a power of two apart (target {h_t}, \
+                         source {h_s}, ratio {ratio})"
+                    ))
+                };
+            }
+        };
+
+        // The case vector in units of h_s/4, and the gap per axis between
+        // the boxes: |c_k| − (half-sum of the sides) = |c_k| − 2(1 + ratio).
+        let raw: Vec<f64> = (0..d)
+            .map(|k| 4.0 * (center_t[k] - center_s[k]) / h_s)
+            .collect();
+        let half_sum = 2.0 * (1.0 + ratio);
+        let gap = raw
+            .iter()
+            .map(|c| c.abs() - half_sum)
+            .fold(f64::NEG_INFINITY, f64::max);
+        let same_box = ratio == 1.0 && raw.iter().all(|c| c.abs() <= PAIR_TOLERANCE);
+        if !same_box {
+            if gap > PAIR_TOLERANCE {
+                return bad(format!(
+                    "the boxes do not touch (target centre {center_t:?} size {h_t}, \
+                     source centre {center_s:?} size {h_s}: gap {} along the worst axis)",
+                    gap * h_s / 4.0
+                ));
+            }
+            if gap < -PAIR_TOLERANCE {
+                return bad(format!(
+                    "the boxes overlap (target centre {center_t:?} size {h_t}, \
+                     source centre {center_s:?} size {h_s}: interiors intersect by at \
+                     least {} along every axis{})",
+                    -gap * h_s / 4.0,
+                    if ratio == 1.0 {
+                        ""
+                    } else {
+                        "; one box may lie inside the other"
+                    }
+                ));
+            }
+        }
+
+        let mut v = vec![0i32; d];
+        for k in 0..d {
+            let r = raw[k].round();
+            if (raw[k] - r).abs() > PAIR_TOLERANCE {
+                return bad(format!(
+                    "the boxes touch but are not aligned as boxes of one tree \
+                     (case vector component {k} is {}, not an integer)",
+                    raw[k]
+                ));
+            }
+            v[k] = r as i32;
+        }
+        self.id_of_vector(&v).ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "list 1 pair: the boxes touch but are not aligned as boxes of one \
+                 tree (case vector {v:?} is no interaction case)"
+            ))
+        })
+    }
+
+    /// The target points of case `case` for a source box `[0, L]^dim` with
+    /// `q` nodes per axis: `q^dim` points × `dim`, row-major, in the order
+    /// of [`q_points`]:
+    ///
+    /// `x_t = L/2 + (c/4)·L + size·(ξ_t − L/2)`, `size = 1` for `c = 0`,
+    /// else `(max|c_k| − 2)/2`,
+    ///
+    /// evaluated in that order, as volumential's `find_target_point` and
+    /// `_get_case_target_points` do. The self case returns the source nodes
+    /// themselves (the formula reproduces them to within one rounding).
+    pub fn target_points(&self, case: usize, q: usize, l: f64) -> Result<Vec<f64>> {
+        if case >= self.len() {
+            return Err(Error::InvalidInput(format!(
+                "case id {case} out of range 0..{}",
+                self.len()
+            )));
+        }
+        let mut pts = q_points(q, l, self.dim)?;
+        let c = self.vector(case);
+        if c.iter().all(|&x| x == 0) {
+            return Ok(pts);
+        }
+        let size = f64::from(c.iter().map(|x| x.abs()).max().unwrap_or(0) - 2) / 2.0;
+        let half = 0.5 * l;
+        for p in pts.chunks_exact_mut(self.dim) {
+            for (x, &ck) in p.iter_mut().zip(c) {
+                let centre = half + f64::from(ck) / 4.0 * l;
+                *x = centre + size * (*x - half);
+            }
+        }
+        Ok(pts)
+    }
+}
