@@ -2,9 +2,13 @@
 //! source box's quadrature nodes and the target points of each case.
 //!
 //! This is the first part of the near-field work, CPU only and in float64:
-//! the bookkeeping that says what an entry of a table means. The integrals
-//! themselves (the Duffy/radial builder), the symmetry reduction, the cache
-//! and the List 1 evaluator come later and build on these conventions.
+//! the bookkeeping that says what an entry of a table means, the kernels
+//! ([`Kernel`]: Laplace, Yukawa, Constant and their derivative wrappers) and
+//! one entry by the singularity-aware Duffy/radial scheme ([`entry`],
+//! [`entry_at_point`], [`EntryQuadrature`]; the scheme and its measured
+//! accuracy are in the docs of `entry`). The dense tables, the symmetry
+//! reduction, the cache and the List 1 evaluator come later and build on
+//! these conventions.
 //!
 //! # What a case is
 //!
@@ -74,7 +78,13 @@
 //! first (sizes in a 2:1 ratio, boxes touching, not overlapping, aligned on
 //! the tree's grid) and says what is wrong instead of reading a −1.
 mod cases;
+mod entry;
+mod kernels;
 mod quadrature;
 
 pub use cases::{CaseKind, Cases, CASE_ENCODING_BASE, CASE_ENCODING_SHIFT, PAIR_TOLERANCE};
+pub use entry::{
+    entries_at_point, entry, entry_at_point, tanh_sinh_unit, CaseRef, EntryQuadrature,
+};
+pub use kernels::{bessel_k0, bessel_k1, BaseKernel, Derivative, Kernel};
 pub use quadrature::{gauss_legendre, legendre_gauss_unit, q_points, MAX_QUAD_ORDER};
