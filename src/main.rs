@@ -23,6 +23,8 @@ enum Command {
     /// Force and per-atom virial from per-edge gradients (.npy in, .npy out).
     // Boxed: the flags are many paths, the other variants none.
     Force(Box<cli::force::ForceArgs>),
+    /// Near-field interaction table entries (CPU float64).
+    Nearfield(cli::nearfield::NearfieldArgs),
 }
 
 fn info() -> ExitCode {
@@ -113,7 +115,7 @@ fn main() -> ExitCode {
             // Named after the subcommand when there is one, as its other errors are.
             let sub = std::env::args()
                 .nth(1)
-                .filter(|a| a == "force" || a == "info");
+                .filter(|a| a == "force" || a == "info" || a == "nearfield");
             let (prefix, help) = match &sub {
                 Some(sub) => (format!("hipkern {sub}"), format!("hipkern {sub} --help")),
                 None => ("hipkern".to_string(), "hipkern --help".to_string()),
@@ -125,5 +127,6 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Info => info(),
         Command::Force(args) => cli::force::run(&args),
+        Command::Nearfield(args) => cli::nearfield::run(&args),
     }
 }

@@ -1,6 +1,7 @@
 //! The subcommands of the `hipkern` program that do more than print
 //! (binary-only: nothing here is part of the library's API).
 pub mod force;
+pub mod nearfield;
 mod npy;
 
 use std::process::ExitCode;

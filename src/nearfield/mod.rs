@@ -6,9 +6,11 @@
 //! ([`Kernel`]: Laplace, Yukawa, Constant and their derivative wrappers) and
 //! one entry by the singularity-aware Duffy/radial scheme ([`entry`],
 //! [`entry_at_point`], [`EntryQuadrature`]; the scheme and its measured
-//! accuracy are in the docs of `entry`). The dense tables, the symmetry
-//! reduction, the cache and the List 1 evaluator come later and build on
-//! these conventions.
+//! accuracy are in the docs of `entry`), the dense table of every entry
+//! ([`NearFieldTable`], with its mode normalisers, built in parallel) and the
+//! box-size scaling rules ([`ScalingRule`], [`NearFieldTable::scaled`]). The
+//! symmetry reduction, the cache and the List 1 evaluator come later and
+//! build on these conventions.
 //!
 //! # What a case is
 //!
@@ -81,6 +83,8 @@ mod cases;
 mod entry;
 mod kernels;
 mod quadrature;
+mod scaling;
+mod table;
 
 pub use cases::{CaseKind, Cases, CASE_ENCODING_BASE, CASE_ENCODING_SHIFT, PAIR_TOLERANCE};
 pub use entry::{
@@ -88,3 +92,5 @@ pub use entry::{
 };
 pub use kernels::{bessel_k0, bessel_k1, BaseKernel, Derivative, Kernel};
 pub use quadrature::{gauss_legendre, legendre_gauss_unit, q_points, MAX_QUAD_ORDER};
+pub use scaling::ScalingRule;
+pub use table::{mode_normalizers, NearFieldTable};

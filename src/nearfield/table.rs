@@ -1,0 +1,197 @@
+//! A dense near-field table: every entry `T[case, s, t]` of one kernel,
+//! dimension, order `q` and source box extent `L`, in entry-id order
+//! (`case·q^{2d} + s·q^d + t`, [`super::Cases::entry_id`]), with the data a
+//! user of the table needs next to it: the source box's nodes
+//! ([`super::q_points`]), the mode normalisers `∫_{[0,L]^d} φ_s` and the
+//! case vectors and `case_indices` of [`super::Cases`].
+//!
+//! Built in parallel over (case, target point) pairs with
+//! `std::thread::scope`; each pair is one [`entries_at_point`] call, which
+//! gives all `q^d` source modes of that target at the cost of about one
+//! entry. The values are those of [`super::entry`] with the same
+//! quadrature orders (the same target points and the same quadrature pass;
+//! tests/nearfield_table.rs compares them).
+use super::cases::Cases;
+use super::entry::{entries_at_point, EntryQuadrature};
+use super::kernels::Kernel;
+use super::quadrature::{gauss_legendre, q_points};
+use crate::runtime::{Error, Result};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One worker's result for a (case, target point) item: the item and the
+/// values of all source modes there.
+type WorkerRow = (usize, Vec<f64>);
+
+/// A dense near-field interaction table (see the module docs).
+#[derive(Clone, Debug)]
+pub struct NearFieldTable {
+    pub(super) kernel: Kernel,
+    pub(super) q: usize,
+    pub(super) extent: f64,
+    pub(super) quad: EntryQuadrature,
+    pub(super) cases: Cases,
+    pub(super) q_points: Vec<f64>,
+    pub(super) mode_normalizers: Vec<f64>,
+    pub(super) data: Vec<f64>,
+}
+
+/// `∫_{[0,L]^d} φ_s` for every mode `s` (axis 0 slowest): the product of the
+/// Gauss–Legendre weights of the mode's nodes (the Lagrange basis on the
+/// Gauss–Legendre nodes integrates to the weights exactly).
+pub fn mode_normalizers(q: usize, l: f64, dim: usize) -> Result<Vec<f64>> {
+    if !(1..=3).contains(&dim) {
+        return Err(Error::InvalidInput(format!(
+            "dimension {dim}: must be 1, 2 or 3"
+        )));
+    }
+    let (_, w) = gauss_legendre(q, l)?;
+    let nq = q.pow(dim as u32);
+    Ok((0..nq)
+        .map(|m| {
+            (0..dim)
+                .map(|k| w[(m / q.pow((dim - 1 - k) as u32)) % q])
+                .product()
+        })
+        .collect())
+}
+
+impl NearFieldTable {
+    /// Builds the table with as many threads as the machine offers
+    /// (`std::thread::available_parallelism`).
+    pub fn build(kernel: &Kernel, q: usize, l: f64, quad: &EntryQuadrature) -> Result<Self> {
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        NearFieldTable::build_with_threads(kernel, q, l, quad, threads)
+    }
+
+    /// Builds the table with `threads` worker threads (at least 1). The
+    /// result does not depend on `threads`.
+    pub fn build_with_threads(
+        kernel: &Kernel,
+        q: usize,
+        l: f64,
+        quad: &EntryQuadrature,
+        threads: usize,
+    ) -> Result<Self> {
+        let d = kernel.dim();
+        let cases = Cases::new(d)?;
+        let qp = q_points(q, l, d)?;
+        let normalizers = mode_normalizers(q, l, d)?;
+        let nq = q.pow(d as u32);
+        // Every target point of every case, checked once up front.
+        let mut targets = Vec::with_capacity(cases.len() * nq * d);
+        for c in 0..cases.len() {
+            targets.extend(cases.target_points(c, q, l)?);
+        }
+        let n_items = cases.len() * nq;
+        let threads = threads.clamp(1, n_items.max(1));
+        let next = AtomicUsize::new(0);
+        let results: Vec<Result<Vec<WorkerRow>>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..threads)
+                .map(|_| {
+                    scope.spawn(|| {
+                        let mut out = Vec::new();
+                        loop {
+                            let item = next.fetch_add(1, Ordering::Relaxed);
+                            if item >= n_items {
+                                return Ok(out);
+                            }
+                            let x = &targets[item * d..(item + 1) * d];
+                            out.push((item, entries_at_point(kernel, q, x, l, quad)?));
+                        }
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("near-field table worker panicked"))
+                .collect()
+        });
+        let mut data = vec![0.0; cases.len() * nq * nq];
+        for part in results {
+            for (item, values) in part? {
+                let (case, t) = (item / nq, item % nq);
+                for (s, v) in values.into_iter().enumerate() {
+                    data[(case * nq + s) * nq + t] = v;
+                }
+            }
+        }
+        Ok(NearFieldTable {
+            kernel: kernel.clone(),
+            q,
+            extent: l,
+            quad: *quad,
+            cases,
+            q_points: qp,
+            mode_normalizers: normalizers,
+            data,
+        })
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> &Kernel {
+        &self.kernel
+    }
+
+    /// The dimension.
+    pub fn dim(&self) -> usize {
+        self.kernel.dim()
+    }
+
+    /// Nodes per axis.
+    pub fn q(&self) -> usize {
+        self.q
+    }
+
+    /// The source box extent `L`.
+    pub fn extent(&self) -> f64 {
+        self.extent
+    }
+
+    /// The quadrature orders the entries were computed with.
+    pub fn quadrature(&self) -> &EntryQuadrature {
+        &self.quad
+    }
+
+    /// The cases (vectors, codes, `case_indices`).
+    pub fn cases(&self) -> &Cases {
+        &self.cases
+    }
+
+    /// `q^d`: source modes and target points per case.
+    pub fn n_modes(&self) -> usize {
+        self.q.pow(self.dim() as u32)
+    }
+
+    /// All entries in entry-id order (`n_cases · q^{2d}` values).
+    pub fn data(&self) -> &[f64] {
+        &self.data
+    }
+
+    /// The source box's nodes, `q^d × d` row-major, in `[0, L]`.
+    pub fn q_points(&self) -> &[f64] {
+        &self.q_points
+    }
+
+    /// `∫_{[0,L]^d} φ_s` for every source mode `s`.
+    pub fn mode_normalizers(&self) -> &[f64] {
+        &self.mode_normalizers
+    }
+
+    /// The case vectors, `n_cases × d` row-major, in case-id order.
+    pub fn case_vectors(&self) -> Vec<i32> {
+        (0..self.cases.len())
+            .flat_map(|c| self.cases.vector(c).to_vec())
+            .collect()
+    }
+
+    /// volumential's `case_indices` (code → case id, −1 for no case).
+    pub fn case_indices(&self) -> &[i32] {
+        self.cases.case_indices()
+    }
+
+    /// The entry `T[case, s, t]`, checked.
+    pub fn get(&self, case: usize, s: usize, t: usize) -> Result<f64> {
+        let id = self.cases.entry_id(case, s, t, self.q)?;
+        Ok(self.data[id])
+    }
+}
