@@ -316,3 +316,150 @@ fn bad_flags() {
     check(&[("--q", "two")], &[], "--q");
     check(&[], &["--target-point"], "--target-point");
 }
+
+/// The members of a .npz written by `hipkern nearfield build`, by name.
+fn npz_members(path: &std::path::Path) -> std::collections::BTreeMap<String, Vec<u8>> {
+    use std::io::Read;
+    let mut zip = zip::ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
+    let mut out = std::collections::BTreeMap::new();
+    for i in 0..zip.len() {
+        let mut f = zip.by_index(i).unwrap();
+        let mut bytes = Vec::new();
+        f.read_to_end(&mut bytes).unwrap();
+        out.insert(f.name().to_string(), bytes);
+    }
+    out
+}
+
+/// `build` writes the dense table and its metadata as numpy does (read back
+/// here with ndarray-npy, an independent reader), equal bit for bit to the
+/// library's table; a bad flag or output writes nothing.
+#[test]
+fn build_writes_the_table_as_npz() {
+    use hipkern::nearfield::NearFieldTable;
+    use ndarray::{ArrayD, Ix0};
+    use ndarray_npy::ReadNpyExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("table.npz");
+    let status = Command::new(bin())
+        .args(["nearfield", "build", "--dim", "2", "--q", "2"])
+        .args(["--kernel", "yukawa", "--lambda", "1.5", "--extent", "0.5"])
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(
+        status.status.success(),
+        "{}",
+        String::from_utf8_lossy(&status.stderr)
+    );
+    let members = npz_members(&out);
+    let names: Vec<&str> = members.keys().map(String::as_str).collect();
+    for want in [
+        "data.npy",
+        "q_points.npy",
+        "mode_normalizers.npy",
+        "case_vecs.npy",
+        "case_indices.npy",
+        "dim.npy",
+        "q.npy",
+        "L.npy",
+        "kernel.npy",
+        "lambda.npy",
+        "derivative.npy",
+    ] {
+        assert!(names.contains(&want), "{want} missing from {names:?}");
+    }
+    let f64s = |name: &str| ArrayD::<f64>::read_npy(members[name].as_slice()).unwrap();
+    let i32s = |name: &str| ArrayD::<i32>::read_npy(members[name].as_slice()).unwrap();
+    let table = NearFieldTable::build(
+        &Kernel::yukawa(2, 1.5).unwrap(),
+        2,
+        0.5,
+        &EntryQuadrature::default(),
+    )
+    .unwrap();
+    let data = f64s("data.npy");
+    assert_eq!(data.shape(), &[33 * 16]);
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(data.as_slice().unwrap()), bits(table.data()));
+    let q_points = f64s("q_points.npy");
+    assert_eq!(q_points.shape(), &[4, 2]);
+    assert_eq!(q_points.as_slice().unwrap(), table.q_points());
+    assert_eq!(
+        f64s("mode_normalizers.npy").as_slice().unwrap(),
+        table.mode_normalizers()
+    );
+    let cases = Cases::new(2).unwrap();
+    let case_vecs = i32s("case_vecs.npy");
+    assert_eq!(case_vecs.shape(), &[33, 2]);
+    for c in 0..33 {
+        assert_eq!(
+            &case_vecs.as_slice().unwrap()[2 * c..2 * c + 2],
+            cases.vector(c)
+        );
+    }
+    assert_eq!(
+        i32s("case_indices.npy").as_slice().unwrap(),
+        cases.case_indices()
+    );
+    let scalar = |name: &str| {
+        ndarray::Array::<f64, Ix0>::read_npy(members[name].as_slice())
+            .unwrap()
+            .into_scalar()
+    };
+    assert_eq!(scalar("L.npy"), 0.5);
+    assert_eq!(scalar("lambda.npy"), 1.5);
+    let dim = ndarray::Array::<i64, Ix0>::read_npy(members["dim.npy"].as_slice()).unwrap();
+    assert_eq!(dim.into_scalar(), 2);
+    // The string members: numpy's <U7 "yukawa " is UTF-32LE after the header.
+    let kernel = &members["kernel.npy"];
+    let header_len = u16::from_le_bytes([kernel[8], kernel[9]]) as usize;
+    let header = std::str::from_utf8(&kernel[10..10 + header_len]).unwrap();
+    assert!(header.contains("'descr': '<U6'"), "{header}");
+    let text: String = kernel[10 + header_len..]
+        .chunks(4)
+        .map(|c| char::from_u32(u32::from_le_bytes([c[0], c[1], c[2], c[3]])).unwrap())
+        .collect();
+    assert_eq!(text, "yukawa");
+
+    // Errors: nothing written, no temporary file left.
+    let bad = dir.path().join("bad.npz");
+    for extra in [
+        vec!["--kernel", "laplace", "--lambda", "1"],
+        vec!["--kernel", "helmholtz"],
+        vec!["--kernel", "laplace", "--q", "0"],
+    ] {
+        let mut args = vec!["nearfield", "build", "--dim", "2", "--q", "2"];
+        args.extend(extra.iter());
+        let o = Command::new(bin())
+            .args(&args)
+            .arg("--out")
+            .arg(&bad)
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&o.stderr).lines().count(), 1);
+    }
+    let o = Command::new(bin())
+        .args([
+            "nearfield",
+            "build",
+            "--dim",
+            "2",
+            "--q",
+            "1",
+            "--kernel",
+            "laplace",
+        ])
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(left, vec!["table.npz".to_string()], "files left: {left:?}");
+}

@@ -3,6 +3,7 @@
 pub mod force;
 pub mod nearfield;
 mod npy;
+mod npz;
 
 use std::process::ExitCode;
 

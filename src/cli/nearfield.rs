@@ -5,9 +5,12 @@
 //! significant digits. Every flag is checked here (kernel, case vector,
 //! indices against `q^d`, λ present exactly for Yukawa, the derivative
 //! spec), so that a wrong value is one line on stderr and exit status 2.
+use super::npz::{write_npz, NpyArray, NpyData};
 use super::Failure;
 use clap::{Args, Subcommand};
-use hipkern::nearfield::{entry, CaseRef, Cases, EntryQuadrature, Kernel, MAX_QUAD_ORDER};
+use hipkern::nearfield::{
+    entry, CaseRef, Cases, EntryQuadrature, Kernel, NearFieldTable, MAX_QUAD_ORDER,
+};
 use std::process::ExitCode;
 
 /// Flags of `hipkern nearfield`.
@@ -21,13 +24,15 @@ pub struct NearfieldArgs {
 enum NearfieldCommand {
     /// One table entry T[case, source mode, target point], 17 significant digits.
     Entry(EntryArgs),
+    /// The dense table (every case, source mode, target point) into a .npz.
+    Build(BuildArgs),
 }
 
-/// Flags of `hipkern nearfield entry`. Kernel, case and derivative are
-/// strings checked here (not by clap), so that every wrong value is reported
-/// the same way.
+/// The flags that name a table: dimension, order, kernel, extent. Kernel
+/// and derivative are strings checked here (not by clap), so that every
+/// wrong value is reported the same way.
 #[derive(Args, Debug)]
-pub struct EntryArgs {
+pub struct TableFlags {
     /// Dimension: 2 or 3.
     #[arg(long, value_name = "D")]
     dim: usize,
@@ -38,16 +43,6 @@ pub struct EntryArgs {
     /// (needs --lambda).
     #[arg(long, value_name = "laplace|constant|yukawa")]
     kernel: String,
-    /// Case vector c = 4·(center_t − center_s)/h_s, D comma-separated integers
-    /// (e.g. 0,0 or -4,4,0).
-    #[arg(long, value_name = "C1,C2[,C3]", allow_hyphen_values = true)]
-    case: String,
-    /// Source mode s in 0..q^D (flat index, axis 0 slowest).
-    #[arg(long, value_name = "S")]
-    source_mode: usize,
-    /// Target point t in 0..q^D (flat index, axis 0 slowest).
-    #[arg(long, value_name = "T")]
-    target_point: usize,
     /// Source box extent L (the box is [0, L]^D).
     #[arg(
         long,
@@ -65,11 +60,40 @@ pub struct EntryArgs {
     derivative: Option<String>,
 }
 
+/// Flags of `hipkern nearfield entry`.
+#[derive(Args, Debug)]
+pub struct EntryArgs {
+    #[command(flatten)]
+    table: TableFlags,
+    /// Case vector c = 4·(center_t − center_s)/h_s, D comma-separated integers
+    /// (e.g. 0,0 or -4,4,0).
+    #[arg(long, value_name = "C1,C2[,C3]", allow_hyphen_values = true)]
+    case: String,
+    /// Source mode s in 0..q^D (flat index, axis 0 slowest).
+    #[arg(long, value_name = "S")]
+    source_mode: usize,
+    /// Target point t in 0..q^D (flat index, axis 0 slowest).
+    #[arg(long, value_name = "T")]
+    target_point: usize,
+}
+
+/// Flags of `hipkern nearfield build`.
+#[derive(Args, Debug)]
+pub struct BuildArgs {
+    #[command(flatten)]
+    table: TableFlags,
+    /// Where the table goes (.npz: data, q_points, mode_normalizers,
+    /// case_vecs, case_indices, dim, q, L, kernel, lambda, derivative).
+    #[arg(long, value_name = "table.npz")]
+    out: std::path::PathBuf,
+}
+
 /// Runs `hipkern nearfield <cmd>`: the result on stdout, or one error line
 /// on stderr.
 pub fn run(args: &NearfieldArgs) -> ExitCode {
     let result = match &args.command {
         NearfieldCommand::Entry(a) => execute_entry(a),
+        NearfieldCommand::Build(a) => execute_build(a),
     };
     match result {
         Ok(out) => {
@@ -104,7 +128,7 @@ fn parse_floats(what: &str, s: &str) -> Result<Vec<f64>, Failure> {
 }
 
 /// The kernel named by --kernel, --lambda and --derivative, checked.
-fn kernel_of(args: &EntryArgs) -> Result<Kernel, Failure> {
+fn kernel_of(args: &TableFlags) -> Result<Kernel, Failure> {
     let d = args.dim;
     let base = match (args.kernel.as_str(), args.lambda) {
         ("laplace", None) => Kernel::laplace(d),
@@ -171,7 +195,8 @@ fn kernel_of(args: &EntryArgs) -> Result<Kernel, Failure> {
     Ok(k)
 }
 
-fn execute_entry(args: &EntryArgs) -> Result<String, Failure> {
+/// Dimension, order and extent in range, and the kernel they name.
+fn check_table_flags(args: &TableFlags) -> Result<Kernel, Failure> {
     let d = args.dim;
     if d != 2 && d != 3 {
         return Err(Failure::bad_input(format!("--dim {d}: must be 2 or 3")));
@@ -188,13 +213,19 @@ fn execute_entry(args: &EntryArgs) -> Result<String, Failure> {
             args.extent
         )));
     }
-    let kernel = kernel_of(args)?;
+    kernel_of(args)
+}
+
+fn execute_entry(entry_args: &EntryArgs) -> Result<String, Failure> {
+    let args = &entry_args.table;
+    let kernel = check_table_flags(args)?;
+    let d = args.dim;
     let cases = Cases::new(d)?;
-    let c = parse_ints("--case", &args.case)?;
+    let c = parse_ints("--case", &entry_args.case)?;
     if c.len() != d {
         return Err(Failure::bad_input(format!(
             "--case '{}': {} components, --dim is {d}",
-            args.case,
+            entry_args.case,
             c.len()
         )));
     }
@@ -202,13 +233,13 @@ fn execute_entry(args: &EntryArgs) -> Result<String, Failure> {
         return Err(Failure::bad_input(format!(
             "--case '{}' is no interaction case of dimension {d} (components in \
              {{-4,0,4}}, {{±1,±3}} with a 3, or {{±2,±6}} with a 6)",
-            args.case
+            entry_args.case
         )));
     }
     let nq = args.q.pow(d as u32);
     for (flag, v) in [
-        ("--source-mode", args.source_mode),
-        ("--target-point", args.target_point),
+        ("--source-mode", entry_args.source_mode),
+        ("--target-point", entry_args.target_point),
     ] {
         if v >= nq {
             return Err(Failure::bad_input(format!(
@@ -221,10 +252,92 @@ fn execute_entry(args: &EntryArgs) -> Result<String, Failure> {
         &kernel,
         args.q,
         CaseRef::Vector(&c),
-        args.source_mode,
-        args.target_point,
+        entry_args.source_mode,
+        entry_args.target_point,
         args.extent,
         &EntryQuadrature::default(),
     )?;
     Ok(format!("{value:.16e}"))
+}
+
+fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
+    let args = &build.table;
+    let kernel = check_table_flags(args)?;
+    let (d, q, l) = (args.dim, args.q, args.extent);
+    let start = std::time::Instant::now();
+    let table = NearFieldTable::build(&kernel, q, l, &EntryQuadrature::default())?;
+    let seconds = start.elapsed().as_secs_f64();
+    let cases = table.cases();
+    let n_cases = cases.len();
+    let case_vecs: Vec<i32> = (0..n_cases)
+        .flat_map(|c| cases.vector(c).to_vec())
+        .collect();
+    let nq = q.pow(d as u32);
+    let (dim_v, q_v, l_v) = ([d as i64], [q as i64], [l]);
+    let lambda_v = [args.lambda.unwrap_or(f64::NAN)];
+    let derivative = args.derivative.clone().unwrap_or_else(|| "none".into());
+    let arrays = [
+        NpyArray {
+            name: "data",
+            shape: vec![table.data().len()],
+            data: NpyData::F64(table.data()),
+        },
+        NpyArray {
+            name: "q_points",
+            shape: vec![nq, d],
+            data: NpyData::F64(table.q_points()),
+        },
+        NpyArray {
+            name: "mode_normalizers",
+            shape: vec![nq],
+            data: NpyData::F64(table.mode_normalizers()),
+        },
+        NpyArray {
+            name: "case_vecs",
+            shape: vec![n_cases, d],
+            data: NpyData::I32(&case_vecs),
+        },
+        NpyArray {
+            name: "case_indices",
+            shape: vec![table.case_indices().len()],
+            data: NpyData::I32(table.case_indices()),
+        },
+        NpyArray {
+            name: "dim",
+            shape: vec![],
+            data: NpyData::I64(&dim_v),
+        },
+        NpyArray {
+            name: "q",
+            shape: vec![],
+            data: NpyData::I64(&q_v),
+        },
+        NpyArray {
+            name: "L",
+            shape: vec![],
+            data: NpyData::F64(&l_v),
+        },
+        NpyArray {
+            name: "kernel",
+            shape: vec![],
+            data: NpyData::Str(&args.kernel),
+        },
+        // NaN unless --kernel yukawa.
+        NpyArray {
+            name: "lambda",
+            shape: vec![],
+            data: NpyData::F64(&lambda_v),
+        },
+        NpyArray {
+            name: "derivative",
+            shape: vec![],
+            data: NpyData::Str(&derivative),
+        },
+    ];
+    write_npz(&build.out, &arrays)?;
+    Ok(format!(
+        "hipkern nearfield: {} entries ({n_cases} cases × {nq}² modes and points) in {seconds:.2} s: wrote {}",
+        table.data().len(),
+        build.out.display()
+    ))
 }
