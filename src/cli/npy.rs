@@ -307,7 +307,7 @@ impl Output {
 /// The temporary file an output is first written to: beside its target
 /// (same directory, so the rename stays on one file system), hidden, and
 /// named after this process.
-fn temp_path(target: &Path) -> Result<PathBuf, Failure> {
+pub(super) fn temp_path(target: &Path) -> Result<PathBuf, Failure> {
     let name = target.file_name().ok_or_else(|| {
         Failure::bad_input(format!("output {} has no file name", target.display()))
     })?;

@@ -82,19 +82,14 @@ fn npy_bytes(a: &NpyArray<'_>) -> Vec<u8> {
 /// beside it, renamed into place only when complete (an error leaves
 /// `target` as it was).
 pub fn write_npz(target: &Path, arrays: &[NpyArray<'_>]) -> Result<(), Failure> {
-    let name = target.file_name().ok_or_else(|| {
-        Failure::bad_input(format!("--out {} has no file name", target.display()))
-    })?;
     if target.is_dir() {
         return Err(Failure::bad_input(format!(
             "--out {} is a directory",
             target.display()
         )));
     }
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".tmp-{}", std::process::id()));
-    let temp = target.with_file_name(temp_name);
+    // The same temporary name beside the target as the .npy outputs use.
+    let temp = super::npy::temp_path(target)?;
     let fail = |e: String| {
         let _ = fs::remove_file(&temp);
         Failure::environment(format!("cannot write {}: {e}", target.display()))
