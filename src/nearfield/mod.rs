@@ -8,9 +8,12 @@
 //! [`entry_at_point`], [`EntryQuadrature`]; the scheme and its measured
 //! accuracy are in the docs of `entry`), the dense table of every entry
 //! ([`NearFieldTable`], with its mode normalisers, built in parallel) and the
-//! box-size scaling rules ([`ScalingRule`], [`NearFieldTable::scaled`]). The
-//! symmetry reduction, the cache and the List 1 evaluator come later and
-//! build on these conventions.
+//! box-size scaling rules ([`ScalingRule`], [`NearFieldTable::scaled`]),
+//! the CPU float64 List 1 evaluator ([`evaluate_list1`], the definition the
+//! device evaluator is checked against) and a generator of uniform and
+//! random 2:1-balanced trees with their List 1 lists ([`BalancedTree`]).
+//! The symmetry reduction, the cache and the device List 1 evaluator come
+//! later and build on these conventions.
 //!
 //! # What a case is
 //!
@@ -82,15 +85,22 @@
 mod cases;
 mod entry;
 mod kernels;
+mod list1;
 mod quadrature;
 mod scaling;
 mod table;
+mod tree;
 
 pub use cases::{CaseKind, Cases, CASE_ENCODING_BASE, CASE_ENCODING_SHIFT, PAIR_TOLERANCE};
 pub use entry::{
     entries_at_point, entry, entry_at_point, tanh_sinh_unit, CaseRef, EntryQuadrature,
 };
 pub use kernels::{bessel_k0, bessel_k1, BaseKernel, Derivative, Kernel};
+pub use list1::{
+    evaluate_list1, evaluate_list1_with_threads, level_scalings, LevelScaling, List1Boxes,
+    List1Pairs, List1Tables,
+};
 pub use quadrature::{gauss_legendre, legendre_gauss_unit, q_points, MAX_QUAD_ORDER};
 pub use scaling::ScalingRule;
 pub use table::{mode_normalizers, NearFieldTable};
+pub use tree::{BalancedTree, RandomTreeConfig, MAX_TREE_LEVEL};

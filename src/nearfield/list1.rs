@@ -1,0 +1,417 @@
+//! The List 1 (near-field) evaluation of a volume potential over a tree,
+//! CPU float64: the definition the device evaluator is checked against
+//! (SPEC §6).
+//!
+//! ```text
+//! u[B, t] = Σ_{S ∈ L1(B)} Σ_s f[S, s] · (scale(S) · T[case(B, S), s, t] + disp_s(S))
+//! ```
+//!
+//! - `B` a target box, `t` one of its `q^d` nodes (the target points of a
+//!   case are the target box's nodes, [`super::Cases::target_points`]);
+//!   `S` a source box of `B`'s List 1, `f[S, s]` the source values at `S`'s
+//!   nodes (the density at the nodes: the table integrates the Lagrange
+//!   interpolant of the density against the kernel).
+//! - `case(B, S)` by [`super::Cases::case_of_pair`] from the centres and
+//!   sides `h = root_extent / 2^level`.
+//! - One table that scales ([`List1Tables::Scaled`], extent `L`):
+//!   `ρ = h_S / L` and the rule of [`ScalingRule::of`]: `scale = ρ^p`,
+//!   `disp = 0`, except 2D Laplace: `scale = ρ²`,
+//!   `disp_s = −ρ² ln ρ · N_s / (2π)` (`N_s` the mode normaliser at `L`).
+//!   Applying the displacement per pair as `Σ_s f_s disp_s` is the same sum
+//!   as scaling each entry first; only rounding differs.
+//! - Per-level tables ([`List1Tables::PerLevel`], needed for Yukawa): the
+//!   table of the source box's level, built at extent `h_S`; `scale = 1`,
+//!   `disp = 0`.
+//!
+//! The sum over `S` runs in list order and the sum over `s` in mode order,
+//! so the result does not depend on the thread count.
+//!
+//! Everything is validated before anything is computed: CSR offsets
+//! (start at 0, monotone, end at the list length), box ids, levels,
+//! centres, the tables, the source values (finite), and every pair (a pair
+//! that is not a List 1 neighbour pair of a 2:1 tree is an error naming both
+//! boxes).
+use super::cases::Cases;
+use super::scaling::ScalingRule;
+use super::table::NearFieldTable;
+use super::tree::{BalancedTree, MAX_TREE_LEVEL};
+use crate::runtime::{Error, Result};
+use std::f64::consts::PI;
+
+/// The tables a List 1 evaluation reads.
+#[derive(Clone, Copy, Debug)]
+pub enum List1Tables<'a> {
+    /// One table of a kernel with a [`ScalingRule`] (Laplace, Constant and
+    /// their derivatives), any extent: scaled per source box.
+    Scaled(&'a NearFieldTable),
+    /// One table per source level, `tables[l]` built at extent
+    /// `root_extent / 2^l` (Yukawa). Levels that no source box has may hold
+    /// any table of the same kernel and `q`.
+    PerLevel(&'a [NearFieldTable]),
+}
+
+impl<'a> List1Tables<'a> {
+    /// The table every level shares the kernel, `q` and dimension of.
+    pub fn first(&self) -> Result<&'a NearFieldTable> {
+        match self {
+            List1Tables::Scaled(t) => Ok(t),
+            List1Tables::PerLevel(ts) => ts
+                .first()
+                .ok_or_else(|| Error::InvalidInput("per-level tables: the list is empty".into())),
+        }
+    }
+}
+
+/// The boxes of a List 1 evaluation (SPEC §6's inputs but the values).
+#[derive(Clone, Copy, Debug)]
+pub struct List1Boxes<'a> {
+    /// 2 or 3.
+    pub dim: usize,
+    /// Side of the root box (level 0).
+    pub root_extent: f64,
+    /// Box centres, `n_boxes × dim`, row-major.
+    pub centers: &'a [f64],
+    /// Box levels (`n_boxes`); a box's side is `root_extent / 2^level`.
+    pub levels: &'a [u32],
+    /// The target boxes (box ids), one output row each.
+    pub target_boxes: &'a [u32],
+    /// CSR offsets into `source_boxes`, `target_boxes.len() + 1`.
+    pub source_starts: &'a [u32],
+    /// The source boxes of each target box (box ids), concatenated.
+    pub source_boxes: &'a [u32],
+}
+
+impl BalancedTree {
+    /// The tree as List 1 input: every leaf a target box, in leaf order,
+    /// with its List 1 list.
+    pub fn list1_boxes<'a>(&'a self, target_boxes: &'a [u32]) -> List1Boxes<'a> {
+        List1Boxes {
+            dim: self.dim(),
+            root_extent: self.root_extent(),
+            centers: self.centers(),
+            levels: self.levels(),
+            target_boxes,
+            source_starts: self.list1_starts(),
+            source_boxes: self.list1_sources(),
+        }
+    }
+
+    /// `0..n_boxes` as `u32`: the target boxes of [`Self::list1_boxes`].
+    pub fn all_boxes(&self) -> Vec<u32> {
+        (0..self.n_boxes() as u32).collect()
+    }
+}
+
+/// The validated pairs of a List 1 evaluation: the case id of every
+/// (target box, source box) pair, in the order of `source_boxes`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct List1Pairs {
+    /// Case id per pair (`source_boxes.len()`).
+    pub cases: Vec<u16>,
+}
+
+fn bad<T>(msg: String) -> Result<T> {
+    Err(Error::InvalidInput(format!("list 1: {msg}")))
+}
+
+impl<'a> List1Boxes<'a> {
+    /// Number of boxes (`levels.len()`).
+    pub fn n_boxes(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Side of box `b`.
+    pub fn extent(&self, b: usize) -> f64 {
+        self.root_extent / f64::from(1u32 << self.levels[b])
+    }
+
+    /// Checks the boxes and lists and finds every pair's case (module
+    /// docs); nothing about tables or values.
+    pub fn pairs(&self) -> Result<List1Pairs> {
+        let d = self.dim;
+        if !(d == 2 || d == 3) {
+            return bad(format!("dimension {d}: must be 2 or 3"));
+        }
+        if !(self.root_extent.is_finite() && self.root_extent > 0.0) {
+            return bad(format!(
+                "root extent {}: must be finite and positive",
+                self.root_extent
+            ));
+        }
+        let n = self.n_boxes();
+        if self.centers.len() != n * d {
+            return bad(format!(
+                "centers has {} values, expected n_boxes × dim = {n} × {d}",
+                self.centers.len()
+            ));
+        }
+        if let Some(i) = self.centers.iter().position(|x| !x.is_finite()) {
+            return bad(format!(
+                "centre of box {} is not finite ({:?})",
+                i / d,
+                &self.centers[i / d * d..i / d * d + d]
+            ));
+        }
+        if let Some(b) = self.levels.iter().position(|&l| l > MAX_TREE_LEVEL) {
+            return bad(format!(
+                "box {b} has level {}, at most {MAX_TREE_LEVEL}",
+                self.levels[b]
+            ));
+        }
+        let nt = self.target_boxes.len();
+        if let Some(i) = self.target_boxes.iter().position(|&b| b as usize >= n) {
+            return bad(format!(
+                "target_boxes[{i}] = {} is out of range [0, n_boxes = {n})",
+                self.target_boxes[i]
+            ));
+        }
+        let st = self.source_starts;
+        if st.len() != nt + 1 {
+            return bad(format!(
+                "source_starts has {} offsets, expected n_targets + 1 = {}",
+                st.len(),
+                nt + 1
+            ));
+        }
+        if st[0] != 0 {
+            return bad(format!("source_starts[0] = {}, must be 0", st[0]));
+        }
+        if let Some(i) = (0..nt).find(|&i| st[i + 1] < st[i]) {
+            return bad(format!(
+                "source_starts is not monotone: source_starts[{}] = {} < source_starts[{i}] = {}",
+                i + 1,
+                st[i + 1],
+                st[i]
+            ));
+        }
+        if st[nt] as usize != self.source_boxes.len() {
+            return bad(format!(
+                "source_starts ends at {}, source_boxes has {} entries",
+                st[nt],
+                self.source_boxes.len()
+            ));
+        }
+        if let Some(i) = self.source_boxes.iter().position(|&b| b as usize >= n) {
+            return bad(format!(
+                "source_boxes[{i}] = {} is out of range [0, n_boxes = {n})",
+                self.source_boxes[i]
+            ));
+        }
+        let cases = Cases::new(d)?;
+        let mut out = Vec::with_capacity(self.source_boxes.len());
+        for (i, &tb) in self.target_boxes.iter().enumerate() {
+            let tb = tb as usize;
+            for j in st[i] as usize..st[i + 1] as usize {
+                let sb = self.source_boxes[j] as usize;
+                let c = cases
+                    .case_of_pair(
+                        &self.centers[tb * d..tb * d + d],
+                        self.extent(tb),
+                        &self.centers[sb * d..sb * d + d],
+                        self.extent(sb),
+                    )
+                    .or_else(|e| {
+                        bad(format!(
+                            "target box {tb} (target_boxes[{i}], level {}) and source box \
+                             {sb} (source_boxes[{j}], level {}) are not a List 1 pair: {}",
+                            self.levels[tb],
+                            self.levels[sb],
+                            match e {
+                                Error::InvalidInput(m) => m,
+                                other => other.to_string(),
+                            }
+                        ))
+                    })?;
+                out.push(c as u16);
+            }
+        }
+        Ok(List1Pairs { cases: out })
+    }
+}
+
+/// How the entries of a table are scaled for one source level.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LevelScaling {
+    /// Index into the tables (0 for [`List1Tables::Scaled`]).
+    pub table: usize,
+    /// Factor on every entry.
+    pub scale: f64,
+    /// Factor on `Σ_s f_s N_s` added to every target of the pair (2D
+    /// Laplace: `−ρ² ln ρ/(2π)`; else 0).
+    pub displacement: f64,
+}
+
+/// The scaling of every level `0..=max_level` for these tables (module
+/// docs); errors for tables that do not fit (kernel without a scaling rule
+/// under `Scaled`, per-level tables of other kernels, `q`, dimension or
+/// extent, a level without a table).
+pub fn level_scalings(
+    tables: &List1Tables<'_>,
+    root_extent: f64,
+    levels_used: &[bool],
+) -> Result<Vec<LevelScaling>> {
+    match tables {
+        List1Tables::Scaled(t) => {
+            let rule = ScalingRule::of(t.kernel()).map_err(|e| match e {
+                Error::InvalidInput(m) => {
+                    Error::InvalidInput(format!("list 1: {m} (pass List1Tables::PerLevel)"))
+                }
+                other => other,
+            })?;
+            Ok((0..levels_used.len())
+                .map(|l| {
+                    let rho = root_extent / f64::from(1u32 << l) / t.extent();
+                    let (scale, displacement) = match rule {
+                        ScalingRule::Power(p) => (rho.powi(p), 0.0),
+                        ScalingRule::LogShift2d => (rho * rho, -rho * rho * rho.ln() / (2.0 * PI)),
+                    };
+                    LevelScaling {
+                        table: 0,
+                        scale,
+                        displacement,
+                    }
+                })
+                .collect())
+        }
+        List1Tables::PerLevel(ts) => {
+            let first = tables.first()?;
+            for (l, t) in ts.iter().enumerate() {
+                if t.kernel() != first.kernel() || t.q() != first.q() {
+                    return bad(format!(
+                        "per-level table {l} has kernel {:?}, q = {}; table 0 has {:?}, q = {}",
+                        t.kernel(),
+                        t.q(),
+                        first.kernel(),
+                        first.q()
+                    ));
+                }
+            }
+            let mut out = Vec::with_capacity(levels_used.len());
+            for (l, &used) in levels_used.iter().enumerate() {
+                if used {
+                    let h = root_extent / f64::from(1u32 << l);
+                    let Some(t) = ts.get(l) else {
+                        return bad(format!(
+                            "source boxes at level {l} but only {} per-level tables",
+                            ts.len()
+                        ));
+                    };
+                    if ((t.extent() - h) / h).abs() > 1e-12 {
+                        return bad(format!(
+                            "per-level table {l} has extent {}, the boxes of level {l} have {h}",
+                            t.extent()
+                        ));
+                    }
+                }
+                out.push(LevelScaling {
+                    table: l.min(ts.len() - 1),
+                    scale: 1.0,
+                    displacement: 0.0,
+                });
+            }
+            Ok(out)
+        }
+    }
+}
+
+/// List 1 of `source_values` (`n_boxes × q^d`, per box in node order) over
+/// `boxes` with `tables`: `n_targets × q^d` values, per target box in node
+/// order (module docs). Uses every core.
+pub fn evaluate_list1(
+    boxes: &List1Boxes<'_>,
+    tables: &List1Tables<'_>,
+    source_values: &[f64],
+) -> Result<Vec<f64>> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    evaluate_list1_with_threads(boxes, tables, source_values, threads)
+}
+
+/// [`evaluate_list1`] on `threads` threads (at least 1); the result does
+/// not depend on `threads`.
+pub fn evaluate_list1_with_threads(
+    boxes: &List1Boxes<'_>,
+    tables: &List1Tables<'_>,
+    source_values: &[f64],
+    threads: usize,
+) -> Result<Vec<f64>> {
+    let first = tables.first()?;
+    let d = boxes.dim;
+    if first.dim() != d {
+        return bad(format!("the table is {}D, the boxes {d}D", first.dim()));
+    }
+    let pairs = boxes.pairs()?;
+    let nq = first.n_modes();
+    let n = boxes.n_boxes();
+    if source_values.len() != n * nq {
+        return bad(format!(
+            "source_values has {} values, expected n_boxes × q^d = {n} × {nq}",
+            source_values.len()
+        ));
+    }
+    if let Some(i) = source_values.iter().position(|x| !x.is_finite()) {
+        return bad(format!(
+            "source value {} of box {} is not finite ({})",
+            i % nq,
+            i / nq,
+            source_values[i]
+        ));
+    }
+    let max_level = boxes.levels.iter().copied().max().unwrap_or(0) as usize;
+    let mut used = vec![false; max_level + 1];
+    for &s in boxes.source_boxes {
+        used[boxes.levels[s as usize] as usize] = true;
+    }
+    let scalings = level_scalings(tables, boxes.root_extent, &used)?;
+    let table_of = |l: usize| match tables {
+        List1Tables::Scaled(t) => *t,
+        List1Tables::PerLevel(ts) => &ts[scalings[l].table],
+    };
+    let normalizers = first.mode_normalizers();
+
+    let nt = boxes.target_boxes.len();
+    let mut out = vec![0.0f64; nt * nq];
+    let threads = threads.clamp(1, nt.max(1));
+    let rows_per = nt.div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        for (chunk, rows) in out.chunks_mut(rows_per * nq).enumerate() {
+            let pairs = &pairs;
+            let scalings = &scalings;
+            let table_of = &table_of;
+            scope.spawn(move || {
+                let mut acc = vec![0.0f64; nq];
+                for (r, row) in rows.chunks_exact_mut(nq).enumerate() {
+                    let i = chunk * rows_per + r;
+                    let (a, b) = (
+                        boxes.source_starts[i] as usize,
+                        boxes.source_starts[i + 1] as usize,
+                    );
+                    for j in a..b {
+                        let sb = boxes.source_boxes[j] as usize;
+                        let level = boxes.levels[sb] as usize;
+                        let sc = scalings[level];
+                        let data = table_of(level).data();
+                        let case = usize::from(pairs.cases[j]);
+                        let f = &source_values[sb * nq..(sb + 1) * nq];
+                        acc.fill(0.0);
+                        for (s, &fs) in f.iter().enumerate() {
+                            let entries = &data[(case * nq + s) * nq..(case * nq + s + 1) * nq];
+                            for (a, &e) in acc.iter_mut().zip(entries) {
+                                *a += fs * e;
+                            }
+                        }
+                        let disp = if sc.displacement != 0.0 {
+                            sc.displacement
+                                * f.iter().zip(normalizers).map(|(a, b)| a * b).sum::<f64>()
+                        } else {
+                            0.0
+                        };
+                        for (u, &a) in row.iter_mut().zip(&acc) {
+                            *u += sc.scale * a + disp;
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Ok(out)
+}
