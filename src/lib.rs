@@ -10,6 +10,7 @@
 
 pub mod force;
 pub mod nearfield;
+pub mod psf;
 pub mod rng;
 pub mod runtime;
 
