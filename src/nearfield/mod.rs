@@ -86,8 +86,10 @@ mod cases;
 mod entry;
 mod kernels;
 mod list1;
+mod orbit;
 mod quadrature;
 mod scaling;
+mod symmetry;
 mod table;
 mod tree;
 
@@ -100,7 +102,11 @@ pub use list1::{
     evaluate_list1, evaluate_list1_with_threads, level_scalings, LevelScaling, List1Boxes,
     List1Pairs, List1Tables,
 };
+pub use orbit::{OrbitDescriptors, OrbitSlot, GROUP_DERIVATIVE, GROUP_FLIPPABLE};
 pub use quadrature::{gauss_legendre, legendre_gauss_unit, q_points, MAX_QUAD_ORDER};
 pub use scaling::ScalingRule;
+pub use symmetry::{
+    apply_to_entry, kernel_group, signed_permutations, DenseOrbits, SignedPermutation,
+};
 pub use table::{mode_normalizers, NearFieldTable};
 pub use tree::{BalancedTree, RandomTreeConfig, MAX_TREE_LEVEL};

@@ -1,0 +1,264 @@
+//! Symmetry of near-field tables: the kernel groups, the dense signed
+//! union-find oracle, the arithmetic ORBIT descriptors against the oracle
+//! for every full entry, the representative counts and metadata bytes of
+//! the issue, and the symmetry itself against built tables.
+use hipkern::nearfield::{
+    apply_to_entry, kernel_group, signed_permutations, Cases, DenseOrbits, EntryQuadrature, Kernel,
+    NearFieldTable, OrbitDescriptors,
+};
+use std::collections::HashMap;
+
+fn kernels(dim: usize) -> Vec<Kernel> {
+    let l = Kernel::laplace(dim).unwrap();
+    let mut out = vec![
+        l.clone(),
+        Kernel::constant(dim).unwrap(),
+        Kernel::yukawa(dim, 1.5).unwrap(),
+    ];
+    for a in 0..dim {
+        out.push(l.clone().axis_target_derivative(a).unwrap());
+        out.push(l.clone().axis_source_derivative(a).unwrap());
+    }
+    out
+}
+
+fn directional(dim: usize) -> Vec<Kernel> {
+    let l = Kernel::laplace(dim).unwrap();
+    let dirs: Vec<Vec<f64>> = if dim == 2 {
+        vec![
+            vec![1.0, 0.0],
+            vec![0.0, -2.0],
+            vec![0.7, 0.7],
+            vec![0.7, -0.7],
+            vec![0.3, 0.8],
+        ]
+    } else {
+        vec![
+            vec![1.0, 0.0, 0.0],
+            vec![0.5, 0.5, 0.0],
+            vec![0.4, -0.4, 0.4],
+            vec![0.2, 0.0, -0.9],
+            vec![0.1, 0.2, 0.3],
+        ]
+    };
+    dirs.iter()
+        .map(|d| l.clone().directional_source_derivative(d).unwrap())
+        .collect()
+}
+
+#[test]
+fn groups_per_kernel() {
+    assert_eq!(signed_permutations(2).len(), 8);
+    assert_eq!(signed_permutations(3).len(), 48);
+    let l3 = Kernel::laplace(3).unwrap();
+    assert_eq!(kernel_group(&l3).len(), 48);
+    assert!(kernel_group(&l3).iter().all(|(_, s)| *s == 1));
+    let dx = l3.clone().axis_target_derivative(1).unwrap();
+    let g = kernel_group(&dx);
+    // π(1) = 1: 2 permutations of the other axes × 8 sign patterns.
+    assert_eq!(g.len(), 16);
+    assert!(g.iter().all(|(p, s)| p.perm[1] == 1 && *s == p.sign[1]));
+    // Direction (0.5, 0.5, 0): swap axes 0, 1 (with equal signs), flip axis 2
+    // freely, ε = ±1: 2 · 2 · 2 = 8.
+    let dd = l3.directional_source_derivative(&[0.5, 0.5, 0.0]).unwrap();
+    let g = kernel_group(&dd);
+    assert_eq!(g.len(), 8);
+    assert_eq!(g.iter().filter(|(_, s)| *s == -1).count(), 4);
+}
+
+/// Small tables exist for every kernel: each group element maps the table
+/// to itself with its sign (the symmetry the reduction assumes), to
+/// rounding. 2D q = 3 for every kernel, 3D q = 2 Laplace and a derivative at
+/// low orders (the relation holds for any orders: the scheme is symmetric).
+#[test]
+fn built_tables_have_the_symmetry() {
+    let cheap = EntryQuadrature {
+        radial_level: 3,
+        angular_order: 8,
+    };
+    let mut list: Vec<(Kernel, usize, EntryQuadrature)> = kernels(2)
+        .into_iter()
+        .chain(directional(2))
+        .map(|k| (k, 3, EntryQuadrature::default()))
+        .collect();
+    let l3 = Kernel::laplace(3).unwrap();
+    list.push((l3.clone(), 2, cheap));
+    list.push((l3.clone().axis_source_derivative(2).unwrap(), 2, cheap));
+    list.push((
+        l3.directional_source_derivative(&[0.4, -0.4, 0.0]).unwrap(),
+        2,
+        cheap,
+    ));
+    for (k, q, quad) in list {
+        let table = NearFieldTable::build(&k, q, 1.0, &quad).unwrap();
+        let cases = Cases::new(k.dim()).unwrap();
+        let data = table.data();
+        let scale = data.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let mut worst = 0.0f64;
+        for (g, sg) in kernel_group(&k) {
+            for (e, &v) in data.iter().enumerate() {
+                let f = apply_to_entry(&g, &cases, q, e);
+                let err = (data[f] - f64::from(sg) * v).abs() / scale;
+                worst = worst.max(err);
+            }
+        }
+        assert!(worst < 1e-14, "{k:?}: {worst:.2e}");
+    }
+}
+
+/// The oracle's classes are unions of group images and nothing else: every
+/// entry has the representative of all its images, and each class is one
+/// orbit (its size is the orbit's size).
+#[test]
+fn oracle_classes_are_orbits() {
+    for dim in [2usize, 3] {
+        for k in kernels(dim).into_iter().chain(directional(dim)) {
+            let q = 2;
+            let o = DenseOrbits::build(&k, q).unwrap();
+            let cases = Cases::new(dim).unwrap();
+            let group = kernel_group(&k);
+            let mut size: HashMap<i32, usize> = HashMap::new();
+            for e in 0..cases.n_entries(q) {
+                *size.entry(o.canonical_entry_ids[e]).or_default() += 1;
+                let mut orbit: Vec<usize> = group
+                    .iter()
+                    .map(|(g, _)| apply_to_entry(g, &cases, q, e))
+                    .collect();
+                orbit.sort_unstable();
+                orbit.dedup();
+                assert_eq!(
+                    o.canonical_entry_ids[e] as usize, orbit[0],
+                    "{k:?} entry {e}"
+                );
+                for (g, sg) in &group {
+                    let f = apply_to_entry(g, &cases, q, e);
+                    let rel = o.canonical_scales[f] * o.canonical_scales[e];
+                    let zero = o.zero_by_symmetry
+                        [o.representatives.binary_search(&(orbit[0] as u32)).unwrap()];
+                    if !zero {
+                        assert_eq!(rel, f64::from(*sg), "{k:?}: {e} → {f}");
+                    }
+                }
+            }
+            for (&r, &n) in &size {
+                let mut orbit: Vec<usize> = group
+                    .iter()
+                    .map(|(g, _)| apply_to_entry(g, &cases, q, r as usize))
+                    .collect();
+                orbit.sort_unstable();
+                orbit.dedup();
+                assert_eq!(orbit.len(), n);
+            }
+        }
+    }
+}
+
+#[test]
+fn representative_counts() {
+    let want2 = [7usize, 73, 357, 1084, 2641];
+    let want3 = [10usize, 256, 2510, 12936, 48230];
+    for (dim, want) in [(2usize, &want2[..]), (3, &want3[..])] {
+        let k = Kernel::laplace(dim).unwrap();
+        for (i, &w) in want.iter().enumerate() {
+            let q = i + 1;
+            let arith = OrbitDescriptors::build(&k, q).unwrap();
+            assert_eq!(arith.n_rows(), w, "{dim}D q={q} (arithmetic)");
+            if dim == 2 || q <= 4 {
+                let o = DenseOrbits::build(&k, q).unwrap();
+                assert_eq!(o.n_representatives(), w, "{dim}D q={q} (oracle)");
+                assert_eq!(o.zero_entries, 0);
+            }
+        }
+    }
+}
+
+#[test]
+fn metadata_bytes_3d_q3() {
+    let k = Kernel::laplace(3).unwrap();
+    let d = OrbitDescriptors::build(&k, 3).unwrap();
+    let o = DenseOrbits::build(&k, 3).unwrap();
+    assert_eq!(o.canonical_entry_ids.len(), 101_331);
+    assert_eq!(o.dense_map_bytes(), 1_215_972);
+    assert_eq!(d.n_rows(), 2510);
+    assert_eq!(d.n_case_orbits(), 10);
+    assert!(d.metadata_bytes() <= 1576, "{} bytes", d.metadata_bytes());
+    eprintln!(
+        "3D q=3 scalar: {} rows, {} case orbits, {} metadata bytes (dense maps {} bytes)",
+        d.n_rows(),
+        d.n_case_orbits(),
+        d.metadata_bytes(),
+        o.dense_map_bytes()
+    );
+}
+
+/// Every full entry: the arithmetic slot against the oracle. Rows and
+/// oracle classes correspond one to one; zero-by-symmetry agrees; and the
+/// signs agree: `scale(e) = sign(e) · sign(rep(e))`.
+#[test]
+fn arithmetic_slots_agree_with_the_oracle_for_every_entry() {
+    for dim in [2usize, 3] {
+        let qs: &[usize] = if dim == 2 {
+            &[1, 2, 3, 4, 5]
+        } else {
+            &[1, 2, 3, 4]
+        };
+        for k in kernels(dim) {
+            for &q in qs {
+                let a = OrbitDescriptors::build(&k, q).unwrap();
+                let o = DenseOrbits::build(&k, q).unwrap();
+                assert_eq!(a.n_rows(), o.n_representatives(), "{k:?} q={q}");
+                let nq = q.pow(dim as u32);
+                let mut row_of_rep: HashMap<i32, usize> = HashMap::new();
+                let mut rep_of_row: HashMap<usize, i32> = HashMap::new();
+                let mut zero_conflicts = 0;
+                for e in 0..o.canonical_entry_ids.len() {
+                    let (c, s, t) = (e / (nq * nq), (e / nq) % nq, e % nq);
+                    let slot = a.slot(c, s, t);
+                    assert!(slot.row < a.n_rows());
+                    let rep = o.canonical_entry_ids[e];
+                    assert_eq!(
+                        *row_of_rep.entry(rep).or_insert(slot.row),
+                        slot.row,
+                        "{k:?} q={q} e={e}"
+                    );
+                    assert_eq!(
+                        *rep_of_row.entry(slot.row).or_insert(rep),
+                        rep,
+                        "{k:?} q={q} e={e}"
+                    );
+                    let r = rep as usize;
+                    let rs = a.slot(r / (nq * nq), (r / nq) % nq, r % nq);
+                    let zero =
+                        o.zero_by_symmetry[o.representatives.binary_search(&(rep as u32)).unwrap()];
+                    assert_eq!(slot.sign == 0, zero, "{k:?} q={q} e={e}");
+                    if zero {
+                        zero_conflicts += 1;
+                    } else {
+                        assert_eq!(
+                            o.canonical_scales[e],
+                            f64::from(slot.sign * rs.sign),
+                            "{k:?} q={q} e={e}"
+                        );
+                    }
+                }
+                assert_eq!(zero_conflicts, o.zero_entries);
+                if k.derivative().is_some() && q % 2 == 1 {
+                    assert!(
+                        o.zero_entries > 0,
+                        "{k:?} q={q}: odd entries zero by symmetry"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn directional_kernels_go_to_the_fallback() {
+    let k = Kernel::laplace(2)
+        .unwrap()
+        .directional_source_derivative(&[0.3, 0.8])
+        .unwrap();
+    let e = OrbitDescriptors::build(&k, 2).unwrap_err().to_string();
+    assert!(e.contains("descriptor fallback"), "{e}");
+}
