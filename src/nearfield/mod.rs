@@ -88,6 +88,7 @@ mod kernels;
 mod list1;
 mod orbit;
 mod quadrature;
+mod reduced;
 mod scaling;
 mod symmetry;
 mod table;
@@ -104,6 +105,7 @@ pub use list1::{
 };
 pub use orbit::{OrbitDescriptors, OrbitSlot, GROUP_DERIVATIVE, GROUP_FLIPPABLE};
 pub use quadrature::{gauss_legendre, legendre_gauss_unit, q_points, MAX_QUAD_ORDER};
+pub use reduced::{ReducedTable, Representative};
 pub use scaling::ScalingRule;
 pub use symmetry::{
     apply_to_entry, kernel_group, signed_permutations, DenseOrbits, SignedPermutation,
