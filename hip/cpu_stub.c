@@ -108,3 +108,8 @@ int32_t hipkern_force_frame_virial(const double *v, int64_t nr, const int32_t *r
                                    void *s) {
   (void)v; (void)nr; (void)rows; (void)ptr; (void)nf; (void)fv; (void)fvv; (void)s; NT;
 }
+
+int32_t hipkern_psf_splat_atomic(const double *ev, int64_t n, const double *st, int32_t p,
+                                 double *img, int32_t w, int32_t h, uint64_t *rep, void *s) {
+  (void)ev; (void)n; (void)st; (void)p; (void)img; (void)w; (void)h; (void)rep; (void)s; NT;
+}

@@ -25,6 +25,8 @@ enum Command {
     Force(Box<cli::force::ForceArgs>),
     /// Near-field interaction table entries (CPU float64).
     Nearfield(cli::nearfield::NearfieldArgs),
+    /// PSF sink: write a seeded fixture's events, replay events into an image.
+    Psf(cli::psf::PsfArgs),
 }
 
 fn info() -> ExitCode {
@@ -115,7 +117,7 @@ fn main() -> ExitCode {
             // Named after the subcommand when there is one, as its other errors are.
             let sub = std::env::args()
                 .nth(1)
-                .filter(|a| a == "force" || a == "info" || a == "nearfield");
+                .filter(|a| a == "force" || a == "info" || a == "nearfield" || a == "psf");
             let (prefix, help) = match &sub {
                 Some(sub) => (format!("hipkern {sub}"), format!("hipkern {sub} --help")),
                 None => ("hipkern".to_string(), "hipkern --help".to_string()),
@@ -128,5 +130,6 @@ fn main() -> ExitCode {
         Command::Info => info(),
         Command::Force(args) => cli::force::run(&args),
         Command::Nearfield(args) => cli::nearfield::run(&args),
+        Command::Psf(args) => cli::psf::run(&args),
     }
 }

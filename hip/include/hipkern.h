@@ -242,6 +242,54 @@ int32_t hipkern_force_frame_virial(const double *virial, int64_t n_rows,
                                    int64_t n_frames, double *frame_virial, double *frame_voigt,
                                    void *stream);
 
+/* ---- PSF sink (SPEC section 7) ------------------------------------------- */
+/** Stamp radius of the PSF cache: offsets dx, dy in -47..=47. */
+#define HIPKERN_PSF_CACHE_RADIUS 47
+/** Side of one stamp, 2 * 47 + 1. */
+#define HIPKERN_PSF_STAMP_SIDE 95
+/** float64 fields of one event: x, y, flux, r, g, b, support. */
+#define HIPKERN_PSF_EVENT_FIELDS 7
+
+/**
+ * The `atomic` mode of the PSF sink: adds n_events star events into an RGB
+ * float64 image with float64 atomicAdd.
+ *
+ * events: n_events x 7 float64 (x, y, flux, r, g, b, support), device.
+ * stamps: the phase cache, (phases + 1)^2 stamps of 95 x 95 float64, device,
+ *   stamps[((j * (phases + 1) + i) * 95 + (dy + 47)) * 95 + (dx + 47)]
+ *   (i the x phase, j the y phase, phase (i / phases, j / phases)).
+ * image: height x width x 3 float64 (row-major, RGB last), device; added to.
+ * report: one uint64 of device memory. The caller sets it to all ones
+ *   (0xFFFFFFFFFFFFFFFF, e.g. hipkern_fill_u64) before its first call.
+ *   A first kernel checks every event (all fields finite, flux, r, g, b
+ *   >= 0, support > 0, and every support pixel within the stamp radius of
+ *   the anchor) and atomicMin's the index of each bad one into *report; the
+ *   splat kernel then adds nothing at all when *report is no longer all
+ *   ones. The word is sticky: after a rejected call, later calls on the same
+ *   word add nothing until the caller resets it; read it after the stream
+ *   has passed the call to learn the verdict.
+ *
+ * For an event at (x, y) with support s: anchor (floor x, floor y), phase
+ * (fx, fy) = (x - floor x, y - floor y); the pixels whose centres lie within
+ * s (per-row integer ranges, every step one correctly rounded float64
+ * operation, no contraction: dy = (oy + 0.5) - fy, h2 = s*s - dy*dy, row in
+ * support iff h2 >= 0, w = sqrt(h2), columns ceil((fx - 0.5) - w) ..
+ * floor((fx - 0.5) + w)), clipped to the image, each get
+ * v = ((w00 S00 + w10 S10) + w01 S01) + w11 S11 (the bilinear blend of the
+ * four stamps bracketing the phase, gx = fx * phases,
+ * i0 = min(floor gx, phases - 1), tx = gx - i0, w00 = (1 - tx)(1 - ty),
+ * w10 = tx (1 - ty), w01 = (1 - tx) ty, w11 = tx ty) times flux*r, flux*g,
+ * flux*b. Events with no support pixel in the image add nothing. Exactly
+ * the float64 CPU reference per contribution; the order of the atomic sums
+ * varies from run to run.
+ *
+ * phases in 1..=1024, width and height >= 1; n_events == 0 is a no-op.
+ * Asynchronous on `stream`; no host allocation, no synchronization.
+ */
+int32_t hipkern_psf_splat_atomic(const double *events, int64_t n_events, const double *stamps,
+                                 int32_t phases, double *image, int32_t width, int32_t height,
+                                 uint64_t *report, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -4,6 +4,7 @@ pub mod force;
 pub mod nearfield;
 mod npy;
 mod npz;
+pub mod psf;
 
 use std::process::ExitCode;
 

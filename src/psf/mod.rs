@@ -43,14 +43,17 @@
 //! - [`CpuSink`]: the serial reference and the row-parallel sink (bitwise
 //!   equal), in chunks of ≤ [`CHUNK_EVENTS`]; [`render_direct`].
 mod cache;
+mod device;
 mod event;
 pub mod fixtures;
 mod image;
 mod model;
+mod output;
 mod reference;
 pub mod support;
 
 pub use cache::{offset_index, CacheConfig, PsfCache};
+pub use device::DeviceSink;
 pub use event::{
     encode_events, parse_events, read_events, validate_events, write_events, write_events_npy,
     EventFile, EventFormat, StarEvent, EVENT_FIELDS, EVENT_HEADER_BYTES, EVENT_MAGIC,
@@ -58,6 +61,10 @@ pub use event::{
 };
 pub use image::{Comparison, FluxSums, HdrImage, LUMA};
 pub use model::MoffatPsf;
+pub use output::{
+    tone_map, white_point, write_fits, write_image_npy, write_png, ImageMeta, Preview,
+    TONE_PERCENTILE, TONE_SOFTENING,
+};
 pub use reference::{
     count_contributions, event_contributions, render_direct, CpuSink, DirectStats, SinkStats,
     MAX_DIRECT_SUPPORT, ROW_BLOCK,

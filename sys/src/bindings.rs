@@ -6,6 +6,9 @@ pub const HIPKERN_ERROR_INVALID_ARGUMENT: i32 = -1;
 pub const HIPKERN_ERROR_NO_TOOLCHAIN: i32 = -2;
 pub const HIPKERN_ERROR_OVERFLOW: i32 = -3;
 pub const HIPKERN_ERROR_INVALID_INDEX: i32 = -4;
+pub const HIPKERN_PSF_CACHE_RADIUS: u32 = 47;
+pub const HIPKERN_PSF_STAMP_SIDE: u32 = 95;
+pub const HIPKERN_PSF_EVENT_FIELDS: u32 = 7;
 unsafe extern "C" {
     #[doc = " HIPKERN_ABI_VERSION of the built library."]
     pub fn hipkern_abi_version() -> i32;
@@ -331,6 +334,20 @@ unsafe extern "C" {
         n_frames: i64,
         frame_virial: *mut f64,
         frame_voigt: *mut f64,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " The `atomic` mode of the PSF sink: adds n_events star events into an RGB\n float64 image with float64 atomicAdd.\n\n events: n_events x 7 float64 (x, y, flux, r, g, b, support), device.\n stamps: the phase cache, (phases + 1)^2 stamps of 95 x 95 float64, device,\n   stamps[((j * (phases + 1) + i) * 95 + (dy + 47)) * 95 + (dx + 47)]\n   (i the x phase, j the y phase, phase (i / phases, j / phases)).\n image: height x width x 3 float64 (row-major, RGB last), device; added to.\n report: one uint64 of device memory. The caller sets it to all ones\n   (0xFFFFFFFFFFFFFFFF, e.g. hipkern_fill_u64) before its first call.\n   A first kernel checks every event (all fields finite, flux, r, g, b\n   >= 0, support > 0, and every support pixel within the stamp radius of\n   the anchor) and atomicMin's the index of each bad one into *report; the\n   splat kernel then adds nothing at all when *report is no longer all\n   ones. The word is sticky: after a rejected call, later calls on the same\n   word add nothing until the caller resets it; read it after the stream\n   has passed the call to learn the verdict.\n\n For an event at (x, y) with support s: anchor (floor x, floor y), phase\n (fx, fy) = (x - floor x, y - floor y); the pixels whose centres lie within\n s (per-row integer ranges, every step one correctly rounded float64\n operation, no contraction: dy = (oy + 0.5) - fy, h2 = s*s - dy*dy, row in\n support iff h2 >= 0, w = sqrt(h2), columns ceil((fx - 0.5) - w) ..\n floor((fx - 0.5) + w)), clipped to the image, each get\n v = ((w00 S00 + w10 S10) + w01 S01) + w11 S11 (the bilinear blend of the\n four stamps bracketing the phase, gx = fx * phases,\n i0 = min(floor gx, phases - 1), tx = gx - i0, w00 = (1 - tx)(1 - ty),\n w10 = tx (1 - ty), w01 = (1 - tx) ty, w11 = tx ty) times flux*r, flux*g,\n flux*b. Events with no support pixel in the image add nothing. Exactly\n the float64 CPU reference per contribution; the order of the atomic sums\n varies from run to run.\n\n phases in 1..=1024, width and height >= 1; n_events == 0 is a no-op.\n Asynchronous on `stream`; no host allocation, no synchronization."]
+    pub fn hipkern_psf_splat_atomic(
+        events: *const f64,
+        n_events: i64,
+        stamps: *const f64,
+        phases: i32,
+        image: *mut f64,
+        width: i32,
+        height: i32,
+        report: *mut u64,
         stream: *mut ::core::ffi::c_void,
     ) -> i32;
 }

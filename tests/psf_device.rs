@@ -1,0 +1,356 @@
+//! The device PSF sink (`atomic` mode) against the float64 CPU sink
+//! (`CpuSink`, the same cache shared through an `Arc`), with SPEC §7's
+//! acceptance (every value finite, the same zero pixels, max_rel < 1e−10,
+//! max_abs < 1e−10 × peak, R/G/B/Y flux ≤ 1e−10). The image a sink
+//! downloads starts as NaN on the host, so an unwritten value shows; a new
+//! sink's image is checked to be exactly zero. GPU tests are ignored unless
+//! `--include-ignored`; the first test runs everywhere.
+use hipkern::psf::fixtures::{self, BOUNDARY_DIRECT_SUPPORTS, FIXTURE_NAMES};
+use hipkern::psf::{CpuSink, DeviceSink, HdrImage, MoffatPsf, PsfCache, StarEvent, CHUNK_EVENTS};
+use hipkern::rng::SplitMix64 as Rng;
+use hipkern::{runtime, Device, Error};
+use std::sync::{Arc, OnceLock};
+
+/// SPEC §7's tolerance.
+const TOL: f64 = 1e-10;
+
+/// One default cache (P = 64) per test binary.
+fn cache() -> Arc<PsfCache> {
+    static CACHE: OnceLock<Arc<PsfCache>> = OnceLock::new();
+    CACHE
+        .get_or_init(|| Arc::new(PsfCache::build(MoffatPsf::default()).expect("default cache")))
+        .clone()
+}
+
+fn gpu() -> Device {
+    Device::new(0).expect("a GPU is required for this test")
+}
+
+/// SPEC §7's acceptance of `got` against `want`, printed.
+fn check(what: &str, got: &HdrImage, want: &HdrImage) {
+    let c = got.compare(want).unwrap();
+    eprintln!(
+        "{what}: max_abs {:.3e} (peak {:.3e}, ratio {:.3e}), max_rel {:.3e}, flux rel R/G/B/Y \
+         {:.2e} {:.2e} {:.2e} {:.2e}, zero mismatches {}, non-finite {}",
+        c.max_abs,
+        c.peak,
+        c.max_abs / c.peak.max(1e-300),
+        c.max_rel,
+        c.flux_rel[0],
+        c.flux_rel[1],
+        c.flux_rel[2],
+        c.flux_rel[3],
+        c.zero_mismatches,
+        c.nonfinite
+    );
+    c.accept(TOL).unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+fn bits(img: &HdrImage) -> Vec<u64> {
+    img.data().iter().map(|v| v.to_bits()).collect()
+}
+
+/// `n` fresh random events on a `w × h` image: centres up to 60 px beyond
+/// every edge (wings, wholly outside ones), random phases, supports from
+/// 0.3 px to 47.4 px (all fit the cache), random flux and colours.
+fn random_events(rng: &mut Rng, n: usize, w: usize, h: usize) -> Vec<StarEvent> {
+    let u = |rng: &mut Rng| 0.5 * (rng.uniform_pm1() + 1.0);
+    (0..n)
+        .map(|_| {
+            let x = -60.0 + u(rng) * (w as f64 + 120.0);
+            let y = -60.0 + u(rng) * (h as f64 + 120.0);
+            let support = if rng.below(4) == 0 {
+                0.3 + u(rng) * 47.1
+            } else {
+                45.84777786185942
+            };
+            StarEvent {
+                x,
+                y,
+                flux: 10f64.powf(3.0 * u(rng)),
+                r: u(rng),
+                g: u(rng),
+                b: u(rng),
+                support,
+            }
+        })
+        .collect()
+}
+
+// ---- always run ---------------------------------------------------------
+
+#[test]
+fn without_a_device_the_sink_is_a_clean_error() {
+    match Device::new(0) {
+        Err(e) => {
+            if runtime::platform() == "cpu" {
+                // No Device exists, so no DeviceSink can be made: the error
+                // a caller meets is this one.
+                assert_eq!(e, Error::NoToolchain { platform: "cpu" });
+            }
+        }
+        Ok(d) => assert_ne!(runtime::platform(), "cpu", "{d:?}"),
+    }
+    // The C ABI: argument checks come before any runtime call, so this
+    // needs no device; the cpu stub says there is no toolchain.
+    let expect_bad = if runtime::platform() == "cpu" {
+        hipkern_sys::HIPKERN_ERROR_NO_TOOLCHAIN
+    } else {
+        hipkern_sys::HIPKERN_ERROR_INVALID_ARGUMENT
+    };
+    let null = std::ptr::null_mut::<f64>();
+    let mut word = u64::MAX;
+    // SAFETY: every call below is refused before any pointer is used.
+    unsafe {
+        let splat = |ev: *const f64, n: i64, p: i32, w: i32, h: i32, rep: *mut u64| {
+            hipkern_sys::hipkern_psf_splat_atomic(
+                ev,
+                n,
+                null,
+                p,
+                null,
+                w,
+                h,
+                rep,
+                std::ptr::null_mut(),
+            )
+        };
+        let rep: *mut u64 = &mut word;
+        // Null events / stamps / image with events to add.
+        assert_eq!(splat(null, 1, 64, 16, 16, rep), expect_bad);
+        // Null report word.
+        assert_eq!(splat(null, 0, 64, 16, 16, std::ptr::null_mut()), expect_bad);
+        // Negative count, phases out of 1..=1024, empty image.
+        assert_eq!(splat(null, -1, 64, 16, 16, rep), expect_bad);
+        assert_eq!(splat(null, 0, 0, 16, 16, rep), expect_bad);
+        assert_eq!(splat(null, 0, 1025, 16, 16, rep), expect_bad);
+        assert_eq!(splat(null, 0, 64, 0, 16, rep), expect_bad);
+        assert_eq!(splat(null, 0, 64, 16, -3, rep), expect_bad);
+        // Nothing to add: success on a device build, without touching anything.
+        let nothing = splat(null, 0, 64, 16, 16, rep);
+        if runtime::platform() == "cpu" {
+            assert_eq!(nothing, hipkern_sys::HIPKERN_ERROR_NO_TOOLCHAIN);
+        } else {
+            assert_eq!(nothing, hipkern_sys::HIPKERN_SUCCESS as i32);
+        }
+    }
+    assert_eq!(word, u64::MAX, "a refused call wrote the report word");
+}
+
+// ---- GPU ----------------------------------------------------------------
+
+#[test]
+#[ignore = "needs a GPU"]
+fn device_matches_the_cpu_sink_on_every_fixture() {
+    let d = gpu();
+    for name in FIXTURE_NAMES {
+        let f = fixtures::fixture(name).unwrap();
+        assert_eq!(f.psf, *cache().psf(), "{name}: fixture PSF");
+        let mut dev = DeviceSink::new(&d, cache(), f.width, f.height).unwrap();
+        assert_eq!((dev.width(), dev.height()), (f.width, f.height));
+        let zero = dev.finish().unwrap();
+        assert!(
+            zero.data().iter().all(|v| v.to_bits() == 0),
+            "{name}: a new sink's image is not exactly +0"
+        );
+        let mut cpu = CpuSink::parallel(cache(), f.width, f.height, 0).unwrap();
+        let all_fit = f.events.iter().all(|e| PsfCache::fits(e.x, e.y, e.support));
+        if all_fit {
+            dev.accumulate(&f.events).unwrap();
+            cpu.accumulate(&f.events).unwrap();
+        } else {
+            let nd = dev.accumulate_routed(&f.events).unwrap();
+            assert_eq!(nd, cpu.accumulate_routed(&f.events).unwrap(), "{name}");
+            assert!(nd > 0);
+        }
+        let img = dev.finish().unwrap();
+        assert_eq!(dev.stats(), cpu.stats(), "{name}: stats");
+        eprintln!("{name}: {} events, {:?}", f.events.len(), dev.stats());
+        check(name, &img, cpu.image());
+        // finish() leaves the sink usable: a second download is the same image.
+        assert_eq!(bits(&dev.finish().unwrap()), bits(&img), "{name}");
+    }
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn direct_path_in_the_middle_of_a_stream() {
+    let d = gpu();
+    let f = fixtures::boundary();
+    let mut dev = DeviceSink::new(&d, cache(), f.width, f.height).unwrap();
+    let mut cpu = CpuSink::parallel(cache(), f.width, f.height, 0).unwrap();
+    // Three calls whose chunks straddle the oversized events (indices
+    // 20,000 + 37 k): the direct path runs between device chunks.
+    let cuts = [0, 9_000, 21_000, 27_500, f.events.len()];
+    let mut n_direct = 0;
+    for w in cuts.windows(2) {
+        let part = &f.events[w[0]..w[1]];
+        let nd = dev.accumulate_routed(part).unwrap();
+        assert_eq!(nd, cpu.accumulate_routed(part).unwrap());
+        n_direct += nd;
+        assert_eq!(dev.stats(), cpu.stats(), "after events {}..{}", w[0], w[1]);
+    }
+    assert_eq!(n_direct, BOUNDARY_DIRECT_SUPPORTS.len());
+    let st = dev.stats();
+    assert_eq!(st.direct + st.cached + st.outside, f.events.len() as u64);
+    assert!(st.direct > 0 && st.outside > 0, "{st:?}");
+    check(
+        "boundary, routed in 4 calls",
+        &dev.finish().unwrap(),
+        cpu.image(),
+    );
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn malformed_and_oversized_events_are_refused_naming_them() {
+    let d = gpu();
+    let (w, h) = (512, 384);
+    let mut rng = Rng::from_clock();
+    let good = random_events(&mut rng, 3_000, w, h);
+    let mut dev = DeviceSink::new(&d, cache(), w, h).unwrap();
+    dev.accumulate(&good).unwrap();
+    let before = dev.finish().unwrap();
+    let stats = dev.stats();
+    // Two chunks; the bad event in the second, so an all-or-nothing call
+    // must not have applied the first either.
+    let mut many = random_events(&mut rng, CHUNK_EVENTS + 100, w, h);
+    let at = CHUNK_EVENTS + 37;
+    type Spoil = fn(&mut StarEvent);
+    let cases: [(&str, Spoil); 10] = [
+        ("x", |e| e.x = f64::NAN),
+        ("y", |e| e.y = f64::INFINITY),
+        ("flux", |e| e.flux = -1.0),
+        ("flux", |e| e.flux = f64::NEG_INFINITY),
+        ("r", |e| e.r = -0.5),
+        ("g", |e| e.g = f64::NAN),
+        ("b", |e| e.b = -1e-300),
+        ("support", |e| e.support = 0.0),
+        ("support", |e| e.support = -3.0),
+        ("support", |e| e.support = f64::NAN),
+    ];
+    for (field, spoil) in cases {
+        let keep = many[at];
+        spoil(&mut many[at]);
+        for routed in [false, true] {
+            let err = if routed {
+                dev.accumulate_routed(&many).unwrap_err()
+            } else {
+                dev.accumulate(&many).unwrap_err()
+            };
+            let msg = err.to_string();
+            assert!(
+                msg.contains(&format!("event {at}: {field} = ")),
+                "{field} (routed {routed}): {msg}"
+            );
+        }
+        many[at] = keep;
+    }
+    // Too large for the cache: refused by accumulate, naming it.
+    many[at].support = 60.0;
+    let msg = dev.accumulate(&many).unwrap_err().to_string();
+    assert!(
+        msg.contains(&format!("event {at}: support = 60")) && msg.contains("cache radius"),
+        "{msg}"
+    );
+    // Too large even for the direct path: refused by accumulate_routed.
+    many[at].support = 2e12;
+    let msg = dev.accumulate_routed(&many).unwrap_err().to_string();
+    assert!(
+        msg.contains(&format!("event {at}: support = ")) && msg.contains("direct path"),
+        "{msg}"
+    );
+    let after = dev.finish().unwrap();
+    assert_eq!(
+        bits(&after),
+        bits(&before),
+        "a refused call changed the image"
+    );
+    assert_eq!(dev.stats(), stats, "a refused call changed the counters");
+    // The sink is still usable, and still agrees with the CPU.
+    many[at].support = 60.0;
+    let mut cpu = CpuSink::parallel(cache(), w, h, 0).unwrap();
+    cpu.accumulate(&good).unwrap();
+    assert_eq!(
+        dev.accumulate_routed(&many).unwrap(),
+        cpu.accumulate_routed(&many).unwrap()
+    );
+    assert_eq!(dev.stats(), cpu.stats());
+    check(
+        "after refusals, routed",
+        &dev.finish().unwrap(),
+        cpu.image(),
+    );
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn several_calls_fresh_random_events_and_an_upload_round_trip() {
+    let d = gpu();
+    let (w, h) = (1000, 700);
+    let seed = Rng::from_clock().next_u64();
+    eprintln!("seed {seed:#x}");
+    let mut rng = Rng::new(seed);
+    let mut events = random_events(&mut rng, 40_000, w, h);
+    // Supports at the cache's edge (47.3..48.6 px), kept where the host says
+    // they fit: the device's own check must agree (finish() reports a
+    // disagreement as an error).
+    let mut edge = random_events(&mut rng, 4_000, w, h);
+    for e in &mut edge {
+        e.support = 47.3 + 1.3 * 0.5 * (rng.uniform_pm1() + 1.0);
+    }
+    edge.retain(|e| PsfCache::fits(e.x, e.y, e.support));
+    assert!(edge.len() > 100, "{} edge events fit", edge.len());
+    for (k, e) in edge.into_iter().enumerate() {
+        events[(k * 9) % 40_000] = e;
+    }
+    let mut dev = DeviceSink::new(&d, cache(), w, h).unwrap();
+    let mut cpu = CpuSink::parallel(cache(), w, h, 0).unwrap();
+    // Calls of 1, 999, one chunk, one chunk + 1, and the rest: chunks in
+    // both staging slots, slots reused across calls.
+    let mut at = 0;
+    for n in [1, 999, CHUNK_EVENTS, CHUNK_EVENTS + 1, usize::MAX] {
+        let end = at + n.min(events.len() - at);
+        dev.accumulate(&events[at..end]).unwrap();
+        cpu.accumulate(&events[at..end]).unwrap();
+        at = end;
+    }
+    dev.accumulate(&[]).unwrap();
+    cpu.accumulate(&[]).unwrap();
+    assert_eq!(dev.stats(), cpu.stats());
+    let img = dev.finish().unwrap();
+    check("random events, 5 calls", &img, cpu.image());
+
+    // Round trip: a NaN image up and down bit for bit, then the real one.
+    let mut nan = HdrImage::new(w, h).unwrap();
+    nan.fill(f64::NAN);
+    dev.upload_image(&nan).unwrap();
+    assert_eq!(bits(&dev.finish().unwrap()), bits(&nan));
+    dev.upload_image(&img).unwrap();
+    assert_eq!(bits(&dev.finish().unwrap()), bits(&img));
+    // A wrong size is refused and changes nothing.
+    let err = dev
+        .upload_image(&HdrImage::new(w, h + 1).unwrap())
+        .unwrap_err();
+    assert!(err.to_string().contains("upload_image"), "{err}");
+    assert_eq!(bits(&dev.finish().unwrap()), bits(&img));
+    // Accumulation continues from the uploaded image.
+    let more = random_events(&mut rng, 5_000, w, h);
+    dev.accumulate(&more).unwrap();
+    cpu.accumulate(&more).unwrap();
+    check(
+        "random events, after the round trip",
+        &dev.finish().unwrap(),
+        cpu.image(),
+    );
+    // An uploaded host image (the CPU's) then device events on top.
+    dev.upload_image(cpu.image()).unwrap();
+    let last = random_events(&mut rng, 2_000, w, h);
+    dev.accumulate(&last).unwrap();
+    cpu.accumulate(&last).unwrap();
+    check(
+        "random events, on an uploaded CPU image",
+        &dev.finish().unwrap(),
+        cpu.image(),
+    );
+}
