@@ -442,3 +442,132 @@ fn reduced_parts_are_checked() {
     assert!(m.contains("zero by symmetry"), "{m}");
     assert!(red.get_entry_data(red.n_full_entries()).is_err());
 }
+
+use hipkern::nearfield::{FallbackDescriptors, LOOKUP_EMPTY};
+
+/// The generated descriptor fallback, for every kernel (scalar, axis
+/// derivatives and directional derivatives, which the arithmetic path
+/// refuses), 2D q ≤ 4 and 3D q ≤ 3: every full entry's slot against the
+/// dense oracle read here (representative = the oracle's root, sign = the
+/// oracle's scale, the hash's row holds that representative); the maps are
+/// the group's action; the hash holds each representative exactly once
+/// and nothing else; sign corrections only in zero-by-symmetry orbits.
+#[test]
+fn fallback_slots_agree_with_the_oracle_for_every_entry() {
+    for dim in [2usize, 3] {
+        let qs: &[usize] = if dim == 2 { &[1, 2, 3, 4] } else { &[1, 2, 3] };
+        let mut ks = kernels(dim);
+        ks.extend(directional(dim));
+        for k in &ks {
+            for &q in qs {
+                let f = FallbackDescriptors::prepare(k, q).unwrap();
+                let o = DenseOrbits::build(k, q).unwrap();
+                let cases = Cases::new(dim).unwrap();
+                let group = kernel_group(k);
+                let nq = q.pow(dim as u32);
+                assert_eq!(f.n_transforms(), group.len());
+                assert_eq!(f.n_rows(), o.n_representatives(), "{k:?} q={q}");
+                // Maps: the transform's action on (c, s, t) as apply_to_entry.
+                for (g, (perm, sg)) in group.iter().enumerate() {
+                    assert_eq!(f.transform_signs[g], *sg);
+                    for e in (0..cases.n_entries(q)).step_by(7) {
+                        let (c, s, t) = (e / (nq * nq), (e / nq) % nq, e % nq);
+                        let c2 = usize::from(f.transform_case_map[g * cases.len() + c]);
+                        let s2 = usize::from(f.transform_qpoint_map[g * nq + s]);
+                        let t2 = usize::from(f.transform_qpoint_map[g * nq + t]);
+                        assert_eq!((c2 * nq + s2) * nq + t2, apply_to_entry(perm, &cases, q, e));
+                    }
+                }
+                let mut keys: Vec<u32> = f
+                    .representative_lookup_keys
+                    .iter()
+                    .copied()
+                    .filter(|&k| k != LOOKUP_EMPTY)
+                    .collect();
+                keys.sort_unstable();
+                assert_eq!(keys, o.representatives, "{k:?} q={q}");
+                assert!(f.probe_count >= 1);
+                for e in 0..o.canonical_entry_ids.len() {
+                    let (c, s, t) = (e / (nq * nq), (e / nq) % nq, e % nq);
+                    let slot = f.slot(c, s, t).unwrap();
+                    let rep = o.canonical_entry_ids[e] as u32;
+                    assert_eq!(slot.representative, rep, "{k:?} q={q} e={e}");
+                    assert_eq!(f.representatives[slot.row as usize], rep);
+                    assert_eq!(
+                        f64::from(slot.sign),
+                        o.canonical_scales[e],
+                        "{k:?} q={q} e={e}"
+                    );
+                }
+                for &id in &f.sign_lookup_ids {
+                    let rep = o.canonical_entry_ids[id as usize] as u32;
+                    let r = o.representatives.binary_search(&rep).unwrap();
+                    assert!(
+                        o.zero_by_symmetry[r],
+                        "{k:?} q={q}: correction {id} outside a zero orbit"
+                    );
+                }
+                assert!(f.slot(cases.len(), 0, 0).is_err());
+                assert!(f.slot(0, nq, 0).is_err());
+            }
+        }
+    }
+}
+
+/// A wrong descriptor is caught at payload preparation: each mutation of
+/// a valid fallback (a transform's sign flipped, a map entry moved, a hash
+/// row changed) fails `validate` against the oracle, naming an entry.
+#[test]
+fn fallback_validation_catches_wrong_descriptors() {
+    let k = Kernel::laplace(2)
+        .unwrap()
+        .directional_source_derivative(&[0.7, 0.7])
+        .unwrap();
+    let q = 3;
+    let f = FallbackDescriptors::prepare(&k, q).unwrap();
+    let o = DenseOrbits::build(&k, q).unwrap();
+    f.validate(&o).unwrap();
+    assert!(f.n_transforms() > 1);
+    let mut bad = f.clone();
+    bad.transform_signs[1] = -bad.transform_signs[1];
+    let e = bad.validate(&o).unwrap_err().to_string();
+    assert!(e.contains("entry") && e.contains("oracle"), "{e}");
+    let mut bad = f.clone();
+    let nq = q * q;
+    bad.transform_qpoint_map.swap(nq, nq + 1);
+    assert!(bad.validate(&o).is_err());
+    let mut bad = f.clone();
+    let k0 = bad
+        .representative_lookup_keys
+        .iter()
+        .position(|&x| x != LOOKUP_EMPTY)
+        .unwrap();
+    bad.representative_lookup_rows[k0] ^= 1;
+    assert!(bad.validate(&o).is_err());
+    let mut bad = f;
+    bad.probe_count = 0;
+    assert!(bad.validate(&o).unwrap_err().to_string().contains("probes"));
+}
+
+/// Sizes for the issue note: 3D q = 3 scalar Laplace and a directional
+/// derivative; the fallback's metadata against the dense maps' bytes.
+#[test]
+fn fallback_sizes_3d_q3() {
+    let k = Kernel::laplace(3).unwrap();
+    let f = FallbackDescriptors::prepare(&k, 3).unwrap();
+    let o = DenseOrbits::build(&k, 3).unwrap();
+    assert_eq!(f.n_rows(), 2510);
+    assert_eq!(f.n_transforms(), 48);
+    assert!(
+        f.metadata_bytes() < o.dense_map_bytes() / 10,
+        "{}",
+        f.metadata_bytes()
+    );
+    assert!(f.sign_lookup_ids.is_empty());
+    println!(
+        "3D q=3 Laplace fallback: {} bytes, probe count {}, dense maps {} bytes",
+        f.metadata_bytes(),
+        f.probe_count,
+        o.dense_map_bytes()
+    );
+}

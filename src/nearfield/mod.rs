@@ -84,6 +84,7 @@
 //! the tree's grid) and says what is wrong instead of reading a −1.
 mod cases;
 mod entry;
+mod fallback;
 mod kernels;
 mod list1;
 mod orbit;
@@ -98,6 +99,7 @@ pub use cases::{CaseKind, Cases, CASE_ENCODING_BASE, CASE_ENCODING_SHIFT, PAIR_T
 pub use entry::{
     entries_at_point, entry, entry_at_point, tanh_sinh_unit, CaseRef, EntryQuadrature,
 };
+pub use fallback::{FallbackDescriptors, FallbackSlot, LOOKUP_EMPTY};
 pub use kernels::{bessel_k0, bessel_k1, BaseKernel, Derivative, Kernel};
 pub use list1::{
     evaluate_list1, evaluate_list1_with_threads, level_scalings, LevelScaling, List1Boxes,

@@ -1,0 +1,319 @@
+//! The generated descriptor fallback (seed `nearfield_symmetry.txt`:
+//! "Unsupported constrained or sign-changing kernels use the generated
+//! descriptor fallback").
+//!
+//! The arithmetic ORBIT path ([`super::OrbitDescriptors`]) models the
+//! groups of scalar and axis-derivative kernels. Every other group (a
+//! directional source derivative, whose allowed transforms are those that
+//! keep its direction collinear) goes through these descriptors, and any
+//! kernel may be forced onto them. They are data the evaluator reads, not
+//! code specialised per kernel:
+//!
+//! - `transform_qpoint_map[g · n_q_points + m]`: node `m` under transform
+//!   `g` (u16), `transform_case_map[g · n_cases + c]`: case `c` under `g`
+//!   (u8), `transform_signs[g]`: the sign `g` puts on an entry (i8). The
+//!   transforms are the kernel's group ([`super::kernel_group`]) in its
+//!   fixed order, identity first.
+//! - The representative of a full entry `(c, s, t)` is the smallest full
+//!   id among its images `(case_map[g,c]·nq + qmap[g,s])·nq + qmap[g,t]`
+//!   over every `g` (a fixed-size reduction over the transforms). Ties —
+//!   several transforms reaching that id — prefer a positive transform
+//!   sign, then the smaller transform id, so the rule is deterministic and
+//!   warp-uniform. The entry's value is `sign(g*) · T[representative]`.
+//! - `representative_lookup`: an open-addressed hash (linear probing,
+//!   power-of-two size at least twice the representatives, Fibonacci
+//!   hash) from representative full id to compact row; every lookup
+//!   probes exactly `probe_count` slots, the longest displacement found
+//!   while filling it, plus one.
+//! - `sign_lookup`: sparse `(full id, sign)` corrections, sorted by id,
+//!   for entries whose generated sign differs from the dense oracle's
+//!   `canonical_scales`. That only happens in orbits that are zero by
+//!   symmetry (an entry mapped to minus itself), where the oracle's sign is
+//!   a convention; it is normally empty and it is kept so that the
+//!   generated metadata agrees with the oracle bit for bit.
+//!
+//! [`FallbackDescriptors::prepare`] builds all of it and validates it
+//! against the dense oracle ([`super::DenseOrbits`]) for every full entry
+//! (representative id, sign, and the row the hash returns) before it is
+//! returned: a descriptor that disagrees is an error, never used.
+use super::cases::Cases;
+use super::kernels::Kernel;
+use super::symmetry::{kernel_group, DenseOrbits};
+use crate::runtime::{Error, Result};
+
+/// The hash's empty-slot key.
+pub const LOOKUP_EMPTY: u32 = u32::MAX;
+
+/// The generated descriptor fallback of one kernel at one order (module
+/// docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct FallbackDescriptors {
+    dim: usize,
+    q: usize,
+    n_cases: usize,
+    n_q_points: usize,
+    /// `[n_transforms × n_q_points]`: node index under each transform.
+    pub transform_qpoint_map: Vec<u16>,
+    /// `[n_transforms × n_cases]`: case id under each transform.
+    pub transform_case_map: Vec<u8>,
+    /// `[n_transforms]`: ±1, the sign each transform puts on an entry.
+    pub transform_signs: Vec<i8>,
+    /// The representatives (smallest full id of each orbit), ascending; the
+    /// compact row of `representatives[r]` is `r`.
+    pub representatives: Vec<u32>,
+    /// Open-addressed hash keys (full ids; [`LOOKUP_EMPTY`] = empty slot).
+    pub representative_lookup_keys: Vec<u32>,
+    /// The compact row of each occupied slot.
+    pub representative_lookup_rows: Vec<u32>,
+    /// Slots every lookup probes.
+    pub probe_count: u32,
+    /// Full ids whose sign is corrected, ascending.
+    pub sign_lookup_ids: Vec<u32>,
+    /// Their signs (the oracle's).
+    pub sign_lookup_signs: Vec<i8>,
+    /// Per representative: its orbit is zero by symmetry.
+    pub zero_by_symmetry: Vec<bool>,
+}
+
+/// Where a full entry's value is: `T[entry] = sign · rows[row]`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FallbackSlot {
+    /// The representative's full id.
+    pub representative: u32,
+    /// The compact row.
+    pub row: u32,
+    /// ±1.
+    pub sign: i8,
+}
+
+fn hash_slot(id: u32, bits: u32) -> usize {
+    if bits == 0 {
+        0
+    } else {
+        (id.wrapping_mul(0x9E37_79B1) >> (32 - bits)) as usize
+    }
+}
+
+impl FallbackDescriptors {
+    /// Generates the descriptors of `kernel` at `q` nodes per axis and
+    /// validates them against the dense oracle for every full entry.
+    pub fn prepare(kernel: &Kernel, q: usize) -> Result<FallbackDescriptors> {
+        let oracle = DenseOrbits::build(kernel, q)?;
+        let d = kernel.dim();
+        let cases = Cases::new(d)?;
+        let nq = q.pow(d as u32);
+        if nq > usize::from(u16::MAX) + 1 || cases.len() > usize::from(u8::MAX) + 1 {
+            return Err(Error::InvalidInput(format!(
+                "descriptor fallback: {nq} target points or {} cases do not fit its u16/u8 maps",
+                cases.len()
+            )));
+        }
+        let group = kernel_group(kernel);
+        let mut transform_qpoint_map = Vec::with_capacity(group.len() * nq);
+        let mut transform_case_map = Vec::with_capacity(group.len() * cases.len());
+        let mut transform_signs = Vec::with_capacity(group.len());
+        let mut v = [0i32; 3];
+        for (g, sg) in &group {
+            transform_qpoint_map.extend((0..nq).map(|m| g.apply_node(m, q, d) as u16));
+            for c in 0..cases.len() {
+                g.apply_vector(cases.vector(c), &mut v[..d]);
+                let image = cases.id_of_vector(&v[..d]).ok_or_else(|| {
+                    Error::InvalidInput(format!(
+                        "descriptor fallback: case {c} has no image under {g:?}"
+                    ))
+                })?;
+                transform_case_map.push(image as u8);
+            }
+            transform_signs.push(*sg);
+        }
+        let mut out = FallbackDescriptors {
+            dim: d,
+            q,
+            n_cases: cases.len(),
+            n_q_points: nq,
+            transform_qpoint_map,
+            transform_case_map,
+            transform_signs,
+            representatives: oracle.representatives.clone(),
+            representative_lookup_keys: Vec::new(),
+            representative_lookup_rows: Vec::new(),
+            probe_count: 0,
+            sign_lookup_ids: Vec::new(),
+            sign_lookup_signs: Vec::new(),
+            zero_by_symmetry: oracle.zero_by_symmetry.clone(),
+        };
+        out.fill_lookup();
+        out.fill_sign_lookup(&oracle)?;
+        out.validate(&oracle)?;
+        Ok(out)
+    }
+
+    /// The open-addressed hash of the representatives.
+    fn fill_lookup(&mut self) {
+        let n = self.representatives.len();
+        let size = (2 * n).next_power_of_two().max(1);
+        let bits = size.trailing_zeros();
+        let mut keys = vec![LOOKUP_EMPTY; size];
+        let mut rows = vec![0u32; size];
+        let mut longest = 0usize;
+        for (row, &id) in self.representatives.iter().enumerate() {
+            let h = hash_slot(id, bits);
+            let mut p = 0;
+            while keys[(h + p) & (size - 1)] != LOOKUP_EMPTY {
+                p += 1;
+            }
+            keys[(h + p) & (size - 1)] = id;
+            rows[(h + p) & (size - 1)] = row as u32;
+            longest = longest.max(p);
+        }
+        self.representative_lookup_keys = keys;
+        self.representative_lookup_rows = rows;
+        self.probe_count = longest as u32 + 1;
+    }
+
+    /// The transform reduction (module docs): representative and sign
+    /// before the sparse correction.
+    fn generated(&self, case: usize, s: usize, t: usize) -> (u32, i8) {
+        let nq = self.n_q_points;
+        let mut best = u32::MAX;
+        let mut sign = 1i8;
+        for (g, &sg) in self.transform_signs.iter().enumerate() {
+            let c = usize::from(self.transform_case_map[g * self.n_cases + case]);
+            let s2 = usize::from(self.transform_qpoint_map[g * nq + s]);
+            let t2 = usize::from(self.transform_qpoint_map[g * nq + t]);
+            let id = ((c * nq + s2) * nq + t2) as u32;
+            // Smaller id wins; on a tie a positive sign replaces a negative
+            // one; otherwise the earlier transform stays.
+            if id < best || (id == best && sg > 0 && sign < 0) {
+                best = id;
+                sign = sg;
+            }
+        }
+        (best, sign)
+    }
+
+    /// The entries whose generated sign is not the oracle's.
+    fn fill_sign_lookup(&mut self, oracle: &DenseOrbits) -> Result<()> {
+        let nq = self.n_q_points;
+        let n = self.n_cases * nq * nq;
+        let mut ids = Vec::new();
+        let mut signs = Vec::new();
+        for e in 0..n {
+            let (_, sign) = self.generated(e / (nq * nq), (e / nq) % nq, e % nq);
+            let want = oracle.canonical_scales[e];
+            if f64::from(sign) != want {
+                let root = oracle.canonical_entry_ids[e] as u32;
+                let r = self.representatives.binary_search(&root).map_err(|_| {
+                    Error::InvalidInput(format!(
+                        "descriptor fallback: entry {e}'s oracle root {root} is no representative"
+                    ))
+                })?;
+                if !self.zero_by_symmetry[r] {
+                    return Err(Error::InvalidInput(format!(
+                        "descriptor fallback: entry {e} gets sign {sign} from the transforms \
+                         but {want} from the dense oracle, in an orbit that is not zero by \
+                         symmetry"
+                    )));
+                }
+                ids.push(e as u32);
+                signs.push(want as i8);
+            }
+        }
+        self.sign_lookup_ids = ids;
+        self.sign_lookup_signs = signs;
+        Ok(())
+    }
+
+    /// Checks every full entry against the oracle (representative, sign,
+    /// and the row the hash returns); the first disagreement is the error.
+    pub fn validate(&self, oracle: &DenseOrbits) -> Result<()> {
+        let nq = self.n_q_points;
+        for (e, (&id, &scale)) in oracle
+            .canonical_entry_ids
+            .iter()
+            .zip(&oracle.canonical_scales)
+            .enumerate()
+        {
+            let slot = self.slot(e / (nq * nq), (e / nq) % nq, e % nq)?;
+            if slot.representative != id as u32
+                || f64::from(slot.sign) != scale
+                || self.representatives[slot.row as usize] != id as u32
+            {
+                return Err(Error::InvalidInput(format!(
+                    "descriptor fallback: entry {e} resolves to {slot:?}, the dense oracle says \
+                     representative {id} with sign {scale}"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Where the value of entry `(case, s, t)` is (module docs). An error
+    /// only for indices out of range or a representative the hash does not
+    /// hold (which [`FallbackDescriptors::prepare`] rules out).
+    pub fn slot(&self, case: usize, s: usize, t: usize) -> Result<FallbackSlot> {
+        if case >= self.n_cases || s >= self.n_q_points || t >= self.n_q_points {
+            return Err(Error::InvalidInput(format!(
+                "descriptor fallback: entry (case {case}, source mode {s}, target point {t}) out \
+                 of range ({} cases, {} points)",
+                self.n_cases, self.n_q_points
+            )));
+        }
+        let (representative, mut sign) = self.generated(case, s, t);
+        let full = ((case * self.n_q_points + s) * self.n_q_points + t) as u32;
+        if let Ok(i) = self.sign_lookup_ids.binary_search(&full) {
+            sign = self.sign_lookup_signs[i];
+        }
+        let size = self.representative_lookup_keys.len();
+        let h = hash_slot(representative, size.trailing_zeros());
+        for p in 0..self.probe_count as usize {
+            let k = (h + p) & (size - 1);
+            if self.representative_lookup_keys[k] == representative {
+                return Ok(FallbackSlot {
+                    representative,
+                    row: self.representative_lookup_rows[k],
+                    sign,
+                });
+            }
+        }
+        Err(Error::InvalidInput(format!(
+            "descriptor fallback: representative {representative} not in the lookup within \
+             {} probes",
+            self.probe_count
+        )))
+    }
+
+    /// Dimension.
+    pub fn dim(&self) -> usize {
+        self.dim
+    }
+
+    /// Nodes per axis.
+    pub fn q(&self) -> usize {
+        self.q
+    }
+
+    /// Number of transforms.
+    pub fn n_transforms(&self) -> usize {
+        self.transform_signs.len()
+    }
+
+    /// Compact rows (representatives).
+    pub fn n_rows(&self) -> usize {
+        self.representatives.len()
+    }
+
+    /// Bytes a device receives besides the compact rows: both maps, the
+    /// transform signs, the hash (keys and rows), the probe count and the
+    /// sparse sign lookup.
+    pub fn metadata_bytes(&self) -> usize {
+        self.transform_qpoint_map.len() * 2
+            + self.transform_case_map.len()
+            + self.transform_signs.len()
+            + self.representative_lookup_keys.len() * 4
+            + self.representative_lookup_rows.len() * 4
+            + 4
+            + self.sign_lookup_ids.len() * 4
+            + self.sign_lookup_signs.len()
+    }
+}
