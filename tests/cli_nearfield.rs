@@ -447,3 +447,363 @@ fn build_writes_the_table_as_npz() {
         .collect();
     assert_eq!(left, vec!["table.npz".to_string()], "files left: {left:?}");
 }
+
+fn run_nearfield(dir: &std::path::Path, args: &[&str]) -> std::process::Output {
+    Command::new(bin())
+        .current_dir(dir)
+        .arg("nearfield")
+        .args(args)
+        .output()
+        .expect("run hipkern")
+}
+
+fn stdout_of(o: &std::process::Output, what: &str) -> String {
+    assert!(
+        o.status.success(),
+        "{what}: exit {:?}: {}",
+        o.status,
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout.clone()).unwrap()
+}
+
+/// The number after `label` on its line of `stats` output.
+fn stat(out: &str, label: &str) -> usize {
+    let line = out
+        .lines()
+        .find(|l| l.starts_with(label))
+        .unwrap_or_else(|| panic!("no '{label}' line in {out}"));
+    let rest = &line[line.find("):").map(|i| i + 2).unwrap_or(label.len())..];
+    let rest = rest.trim_start_matches(':').trim_start();
+    rest.split(|c: char| !c.is_ascii_digit())
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap_or_else(|_| panic!("'{label}': no number in {line}"))
+}
+
+/// `stats` prints the numbers: 3D q = 3 scalar Laplace has 101,331
+/// full entries, 2,510 representative rows in 10 case orbits, 1,576 bytes of
+/// ORBIT metadata and 1,215,972 bytes of dense maps; the representative
+/// counts of 2D q = 1..5 and 3D q = 1..4; a directional derivative reports
+/// the fallback.
+#[test]
+fn stats_prints_the_symmetry_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let o = run_nearfield(
+        d,
+        &["stats", "--dim", "3", "--q", "3", "--kernel", "laplace"],
+    );
+    let out = stdout_of(&o, "stats 3D q=3");
+    assert_eq!(stat(&out, "full entries"), 101_331, "{out}");
+    assert_eq!(stat(&out, "representative rows"), 2510, "{out}");
+    assert_eq!(stat(&out, "case orbits"), 10, "{out}");
+    assert_eq!(stat(&out, "metadata bytes"), 1576, "{out}");
+    assert_eq!(stat(&out, "dense-map bytes"), 1_215_972, "{out}");
+    for (dim, counts) in [
+        (2, &[7usize, 73, 357, 1084, 2641][..]),
+        (3, &[10, 256, 2510, 12936][..]),
+    ] {
+        for (i, &want) in counts.iter().enumerate() {
+            let q = (i + 1).to_string();
+            let dim_s = dim.to_string();
+            let o = run_nearfield(
+                d,
+                &["stats", "--dim", &dim_s, "--q", &q, "--kernel", "constant"],
+            );
+            let out = stdout_of(&o, "stats");
+            assert_eq!(
+                stat(&out, "representative rows"),
+                want,
+                "{dim}D q={q}: {out}"
+            );
+        }
+    }
+    let o = run_nearfield(
+        d,
+        &[
+            "stats",
+            "--dim",
+            "2",
+            "--q",
+            "3",
+            "--kernel",
+            "laplace",
+            "--derivative",
+            "direction:0.6,0.6",
+        ],
+    );
+    let out = stdout_of(&o, "stats directional");
+    assert!(out.contains("descriptor fallback"), "{out}");
+    assert_eq!(stat(&out, "full entries"), 33 * 81);
+    assert!(stat(&out, "fallback metadata bytes") > 0);
+}
+
+fn read_npz_f64(m: &std::collections::BTreeMap<String, Vec<u8>>, name: &str) -> Vec<f64> {
+    use ndarray_npy::ReadNpyExt;
+    ndarray::ArrayD::<f64>::read_npy(m[name].as_slice())
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .into_raw_vec_and_offset()
+        .0
+}
+
+fn read_npz<T: ndarray_npy::ReadableElement>(
+    m: &std::collections::BTreeMap<String, Vec<u8>>,
+    name: &str,
+) -> Vec<T> {
+    use ndarray_npy::ReadNpyExt;
+    ndarray::ArrayD::<T>::read_npy(m[name].as_slice())
+        .unwrap_or_else(|e| panic!("{name}: {e}"))
+        .into_raw_vec_and_offset()
+        .0
+}
+
+/// `build --symmetry full` of a directional derivative writes the compact
+/// table and the fallback descriptors; every full entry is rebuilt here from
+/// the .npz alone, with the lookup rule of the docs implemented in the test
+/// (transform candidates, smallest id, positive sign then lower transform
+/// on ties, Fibonacci-hashed linear probing for `probe_count` slots, sparse
+/// sign corrections), and compared with the dense table `build --symmetry
+/// none` writes (1e−14 relative, 1e−16 absolute floor: they are two
+/// independent builds); zero-by-symmetry entries are exactly 0 in the
+/// rebuild.
+#[test]
+fn reduced_npz_with_fallback_descriptors_rebuilds_the_dense_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let table = [
+        "--dim",
+        "2",
+        "--q",
+        "3",
+        "--kernel",
+        "laplace",
+        "--derivative",
+        "direction:0.6,0.6",
+    ];
+    let mut a = vec!["build"];
+    a.extend(table);
+    a.extend(["--symmetry", "full", "--out", "red.npz"]);
+    stdout_of(&run_nearfield(d, &a), "build full");
+    let mut a = vec!["build"];
+    a.extend(table);
+    a.extend(["--out", "dense.npz"]);
+    stdout_of(&run_nearfield(d, &a), "build none");
+    let red = npz_members(&d.join("red.npz"));
+    let dense = read_npz_f64(&npz_members(&d.join("dense.npz")), "data.npy");
+    assert!(!red.contains_key("data.npy"));
+    let ids: Vec<u32> = read_npz(&red, "reduced_entry_ids.npy");
+    let values = read_npz_f64(&red, "reduced_data.npy");
+    assert!(ids.windows(2).all(|w| w[0] < w[1]));
+    let qmap: Vec<u16> = read_npz(&red, "transform_qpoint_map.npy");
+    let cmap: Vec<u8> = read_npz(&red, "transform_case_map.npy");
+    let tsign: Vec<i8> = read_npz(&red, "transform_signs.npy");
+    let keys: Vec<u32> = read_npz(&red, "representative_lookup_keys.npy");
+    let rows: Vec<u32> = read_npz(&red, "representative_lookup_rows.npy");
+    let fix_ids: Vec<u32> = read_npz(&red, "sign_lookup_ids.npy");
+    let fix_signs: Vec<i8> = read_npz(&red, "sign_lookup_signs.npy");
+    let probes = read_npz::<i64>(&red, "probe_count.npy")[0] as usize;
+    let (n_cases, nq) = (33usize, 9usize);
+    assert_eq!(dense.len(), n_cases * nq * nq);
+    let size = keys.len();
+    assert!(size.is_power_of_two());
+    let bits = size.trailing_zeros();
+    let mut worst = 0.0f64;
+    let mut exact_zeros = 0;
+    for (e, &want) in dense.iter().enumerate() {
+        let (c, s, t) = (e / (nq * nq), (e / nq) % nq, e % nq);
+        let (mut best, mut sign) = (u32::MAX, 1i8);
+        for (g, &sg) in tsign.iter().enumerate() {
+            let id = ((usize::from(cmap[g * n_cases + c]) * nq + usize::from(qmap[g * nq + s]))
+                * nq
+                + usize::from(qmap[g * nq + t])) as u32;
+            if id < best || (id == best && sg > 0 && sign < 0) {
+                best = id;
+                sign = sg;
+            }
+        }
+        if let Ok(i) = fix_ids.binary_search(&(e as u32)) {
+            sign = fix_signs[i];
+        }
+        let h = if bits == 0 {
+            0
+        } else {
+            (best.wrapping_mul(0x9E37_79B1) >> (32 - bits)) as usize
+        };
+        let row = (0..probes)
+            .map(|p| (h + p) & (size - 1))
+            .find(|&k| keys[k] == best)
+            .map(|k| rows[k] as usize)
+            .unwrap_or_else(|| panic!("entry {e}: representative {best} not found"));
+        assert_eq!(ids[row], best, "entry {e}");
+        let got = f64::from(sign) * values[row];
+        if values[row] == 0.0 {
+            exact_zeros += 1;
+        }
+        worst = worst.max((got - want).abs() / want.abs().max(1e-2));
+    }
+    assert!(worst <= 1e-14, "worst {worst:e}");
+    assert!(
+        exact_zeros > 0,
+        "a directional q=3 table has zero-by-symmetry entries"
+    );
+}
+
+/// `build --symmetry full` of a scalar kernel writes the ORBIT descriptors
+/// (equal to the library's) and `orbit_rows`; `slot.sign · orbit_rows[row]`
+/// rebuilds every entry of the dense table to 1e−14.
+#[test]
+fn reduced_npz_with_orbit_descriptors_rebuilds_the_dense_table() {
+    use hipkern::nearfield::OrbitDescriptors;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let table = [
+        "--dim",
+        "2",
+        "--q",
+        "3",
+        "--kernel",
+        "laplace",
+        "--derivative",
+        "source:1",
+        "--extent",
+        "0.25",
+    ];
+    let mut a = vec!["build"];
+    a.extend(table);
+    a.extend(["--symmetry", "full", "--out", "red.npz"]);
+    stdout_of(&run_nearfield(d, &a), "build full");
+    let mut a = vec!["build"];
+    a.extend(table);
+    a.extend(["--out", "dense.npz"]);
+    stdout_of(&run_nearfield(d, &a), "build none");
+    let red = npz_members(&d.join("red.npz"));
+    let dense = read_npz_f64(&npz_members(&d.join("dense.npz")), "data.npy");
+    let k = Kernel::laplace(2)
+        .unwrap()
+        .axis_source_derivative(1)
+        .unwrap();
+    let o = OrbitDescriptors::build(&k, 3).unwrap();
+    assert_eq!(
+        read_npz::<u16>(&red, "case_orbit_ranks.npy"),
+        o.case_orbit_ranks
+    );
+    assert_eq!(read_npz::<u8>(&red, "case_axis_perm.npy"), o.case_axis_perm);
+    assert_eq!(read_npz::<i8>(&red, "case_axis_sign.npy"), o.case_axis_sign);
+    assert_eq!(
+        read_npz::<u8>(&red, "case_axis_group.npy"),
+        o.case_axis_group
+    );
+    assert_eq!(
+        read_npz::<u32>(&red, "case_value_offsets.npy"),
+        o.case_value_offsets
+    );
+    assert_eq!(
+        read_npz::<u8>(&red, "axis_sign_power.npy"),
+        o.axis_sign_power
+    );
+    let rows = read_npz_f64(&red, "orbit_rows.npy");
+    assert_eq!(rows.len(), o.n_rows());
+    let nq = 9;
+    let mut worst = 0.0f64;
+    for (e, &want) in dense.iter().enumerate() {
+        let slot = o.slot(e / (nq * nq), (e / nq) % nq, e % nq);
+        let got = f64::from(slot.sign) * rows[slot.row];
+        worst = worst.max((got - want).abs() / want.abs().max(1e-2));
+    }
+    assert!(worst <= 1e-14, "worst {worst:e}");
+}
+
+/// `--cache`: the first build stores the table, the second reads it (no
+/// quadrature) and writes a byte-identical .npz; another λ is another key;
+/// `--cache` alone fills the cache; a file that is not a cache is the
+/// machine's error (exit 1) naming the flag and writes nothing; neither
+/// output, or an unknown `--symmetry`, is a bad flag (exit 2).
+#[test]
+fn build_with_a_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let base = [
+        "build",
+        "--dim",
+        "2",
+        "--q",
+        "2",
+        "--kernel",
+        "yukawa",
+        "--symmetry",
+        "full",
+        "--cache",
+        "c.db",
+    ];
+    let with = |extra: &[&str]| {
+        let mut a = base.to_vec();
+        a.extend(extra);
+        run_nearfield(d, &a)
+    };
+    let first = stdout_of(&with(&["--lambda", "2", "--out", "a.npz"]), "first");
+    assert!(first.contains("stored in cache"), "{first}");
+    let second = stdout_of(&with(&["--lambda", "2", "--out", "b.npz"]), "second");
+    assert!(second.contains("read from cache"), "{second}");
+    assert_eq!(
+        std::fs::read(d.join("a.npz")).unwrap(),
+        std::fs::read(d.join("b.npz")).unwrap()
+    );
+    let other = stdout_of(&with(&["--lambda", "2.0000000000000004"]), "other λ");
+    assert!(other.contains("stored in cache"), "{other}");
+    let again = stdout_of(&with(&["--lambda", "2.0000000000000004"]), "other λ again");
+    assert!(again.contains("read from cache"), "{again}");
+    // Dense and reduced of one kernel are two keys.
+    let mut dense = base.to_vec();
+    dense[8] = "none";
+    dense.extend(["--lambda", "2"]);
+    let out = stdout_of(&run_nearfield(d, &dense), "dense");
+    assert!(
+        out.contains("dense table") && out.contains("stored in cache"),
+        "{out}"
+    );
+
+    std::fs::write(d.join("junk.db"), b"this is not a database, just text").unwrap();
+    let o = run_nearfield(
+        d,
+        &[
+            "build", "--dim", "2", "--q", "1", "--kernel", "laplace", "--cache", "junk.db",
+            "--out", "j.npz",
+        ],
+    );
+    assert_eq!(
+        o.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let msg = String::from_utf8_lossy(&o.stderr);
+    assert!(msg.contains("--cache") && msg.contains("junk.db"), "{msg}");
+    assert!(!d.join("j.npz").exists());
+    assert_eq!(
+        std::fs::read(d.join("junk.db")).unwrap(),
+        b"this is not a database, just text"
+    );
+    for args in [
+        &["build", "--dim", "2", "--q", "1", "--kernel", "laplace"][..],
+        &[
+            "build",
+            "--dim",
+            "2",
+            "--q",
+            "1",
+            "--kernel",
+            "laplace",
+            "--symmetry",
+            "half",
+            "--out",
+            "h.npz",
+        ][..],
+    ] {
+        let o = run_nearfield(d, args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert_eq!(String::from_utf8_lossy(&o.stderr).lines().count(), 1);
+    }
+    assert!(!d.join("h.npz").exists());
+}

@@ -9,8 +9,11 @@ use super::npz::{write_npz, NpyArray, NpyData};
 use super::Failure;
 use clap::{Args, Subcommand};
 use hipkern::nearfield::{
-    entry, CaseRef, Cases, EntryQuadrature, Kernel, NearFieldTable, MAX_QUAD_ORDER,
+    entry, CacheKey, CachedTable, CaseRef, Cases, DenseOrbits, EntryQuadrature,
+    FallbackDescriptors, Kernel, NearFieldTable, OrbitDescriptors, ReducedTable, SymmetryMode,
+    TableCache, MAX_QUAD_ORDER,
 };
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Flags of `hipkern nearfield`.
@@ -24,8 +27,11 @@ pub struct NearfieldArgs {
 enum NearfieldCommand {
     /// One table entry T[case, source mode, target point], 17 significant digits.
     Entry(EntryArgs),
-    /// The dense table (every case, source mode, target point) into a .npz.
+    /// A table into a .npz and/or the SQLite cache: dense (--symmetry none)
+    /// or symmetry-reduced (--symmetry full).
     Build(BuildArgs),
+    /// Sizes of a table and of its symmetry layouts (no quadrature).
+    Stats(StatsArgs),
 }
 
 /// The flags that name a table: dimension, order, kernel, extent. Kernel
@@ -82,10 +88,26 @@ pub struct EntryArgs {
 pub struct BuildArgs {
     #[command(flatten)]
     table: TableFlags,
-    /// Where the table goes (.npz: data, q_points, mode_normalizers,
-    /// case_vecs, case_indices, dim, q, L, kernel, lambda, derivative).
+    /// Where the table goes (.npz: data or reduced_entry_ids + reduced_data
+    /// and the layout's descriptors, q_points, mode_normalizers, case_vecs,
+    /// case_indices, dim, q, L, kernel, lambda, derivative, symmetry).
     #[arg(long, value_name = "table.npz")]
-    out: std::path::PathBuf,
+    out: Option<PathBuf>,
+    /// none: the dense table; full: one value per orbit of the kernel's
+    /// symmetry group (only representatives are computed).
+    #[arg(long, value_name = "none|full", default_value = "none")]
+    symmetry: String,
+    /// SQLite table cache (schema 2.1.0, created if missing): the table is
+    /// read from it when present, else built and stored.
+    #[arg(long, value_name = "FILE.db")]
+    cache: Option<PathBuf>,
+}
+
+/// Flags of `hipkern nearfield stats`.
+#[derive(Args, Debug)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    table: TableFlags,
 }
 
 /// Runs `hipkern nearfield <cmd>`: the result on stdout, or one error line
@@ -94,6 +116,7 @@ pub fn run(args: &NearfieldArgs) -> ExitCode {
     let result = match &args.command {
         NearfieldCommand::Entry(a) => execute_entry(a),
         NearfieldCommand::Build(a) => execute_build(a),
+        NearfieldCommand::Stats(a) => execute_stats(a),
     };
     match result {
         Ok(out) => {
@@ -260,14 +283,131 @@ fn execute_entry(entry_args: &EntryArgs) -> Result<String, Failure> {
     Ok(format!("{value:.16e}"))
 }
 
+/// The cache's failures are the machine's (exit status 1), not bad flags.
+fn cache_failure(path: &std::path::Path, e: hipkern::Error) -> Failure {
+    Failure::environment(format!("--cache {}: {e}", path.display()))
+}
+
 fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
     let args = &build.table;
     let kernel = check_table_flags(args)?;
+    let symmetry = match build.symmetry.as_str() {
+        "none" => SymmetryMode::None,
+        "full" => SymmetryMode::Full,
+        other => {
+            return Err(Failure::bad_input(format!(
+                "unknown --symmetry '{other}' (none or full)"
+            )))
+        }
+    };
+    if build.out.is_none() && build.cache.is_none() {
+        return Err(Failure::bad_input(
+            "nothing to write: give --out table.npz, --cache FILE.db or both",
+        ));
+    }
+    if let Some(out) = &build.out {
+        if out.is_dir() {
+            return Err(Failure::bad_input(format!(
+                "--out {} is a directory",
+                out.display()
+            )));
+        }
+    }
     let (d, q, l) = (args.dim, args.q, args.extent);
+    let quad = EntryQuadrature::default();
+    let key = CacheKey::new(&kernel, q, l, &quad, symmetry)?;
+    let cache = match &build.cache {
+        Some(p) => Some((TableCache::open(p).map_err(|e| cache_failure(p, e))?, p)),
+        None => None,
+    };
     let start = std::time::Instant::now();
-    let table = NearFieldTable::build(&kernel, q, l, &EntryQuadrature::default())?;
+    let cached = match &cache {
+        Some((c, p)) => c.get(&key).map_err(|e| cache_failure(p, e))?,
+        None => None,
+    };
+    let from_cache = cached.is_some();
+    let table = match cached {
+        Some(t) => t,
+        None => match symmetry {
+            SymmetryMode::None => CachedTable::Dense(NearFieldTable::build(&kernel, q, l, &quad)?),
+            SymmetryMode::Full => CachedTable::Reduced(ReducedTable::build(&kernel, q, l, &quad)?),
+        },
+    };
     let seconds = start.elapsed().as_secs_f64();
-    let cases = table.cases();
+    let mut stored = false;
+    if let Some((c, p)) = &cache {
+        if !from_cache {
+            match &table {
+                CachedTable::Dense(t) => c.put_dense(t),
+                CachedTable::Reduced(t) => c.put_reduced(t),
+            }
+            .map_err(|e| cache_failure(p, e))?;
+            stored = true;
+        }
+    }
+    let what = match &table {
+        CachedTable::Dense(t) => format!(
+            "dense table, {} entries ({} cases × {}² modes and points)",
+            t.data().len(),
+            t.cases().len(),
+            q.pow(d as u32)
+        ),
+        CachedTable::Reduced(t) if from_cache => format!(
+            "reduced table, {} representatives of {} entries",
+            t.reduced_data().len(),
+            t.n_full_entries()
+        ),
+        CachedTable::Reduced(t) => format!(
+            "reduced table, {} representatives of {} entries ({} quadrature passes)",
+            t.reduced_data().len(),
+            t.n_full_entries(),
+            t.quadrature_passes()
+        ),
+    };
+    let mut report = match (&cache, from_cache) {
+        (Some((_, p)), true) => {
+            format!("{what}: read from cache {} in {seconds:.2} s", p.display())
+        }
+        (Some((_, p)), false) => format!(
+            "{what}: built in {seconds:.2} s, stored in cache {}{}",
+            p.display(),
+            if stored { "" } else { " (not stored)" }
+        ),
+        (None, _) => format!("{what}: built in {seconds:.2} s"),
+    };
+    if let Some(out) = &build.out {
+        write_table_npz(out, args, &kernel, &table)?;
+        report.push_str(&format!(": wrote {}", out.display()));
+    }
+    Ok(format!("hipkern nearfield: {report}"))
+}
+
+/// The symmetry layout a reduced table is addressed with online: the
+/// arithmetic ORBIT descriptors where the kernel's group is modelled, the
+/// generated descriptor fallback otherwise (directional derivatives).
+enum Layout {
+    Orbit(OrbitDescriptors),
+    Fallback(FallbackDescriptors),
+}
+
+fn layout_of(kernel: &Kernel, q: usize) -> Result<Layout, Failure> {
+    Ok(match OrbitDescriptors::build(kernel, q) {
+        Ok(o) => Layout::Orbit(o),
+        Err(_) => Layout::Fallback(FallbackDescriptors::prepare(kernel, q)?),
+    })
+}
+
+fn write_table_npz(
+    out: &std::path::Path,
+    args: &TableFlags,
+    kernel: &Kernel,
+    table: &CachedTable,
+) -> Result<(), Failure> {
+    let (d, q, l) = (args.dim, args.q, args.extent);
+    let (cases, q_points, normalizers) = match table {
+        CachedTable::Dense(t) => (t.cases(), t.q_points(), t.mode_normalizers()),
+        CachedTable::Reduced(t) => (t.cases(), t.q_points(), t.mode_normalizers()),
+    };
     let n_cases = cases.len();
     let case_vecs: Vec<i32> = (0..n_cases)
         .flat_map(|c| cases.vector(c).to_vec())
@@ -276,21 +416,20 @@ fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
     let (dim_v, q_v, l_v) = ([d as i64], [q as i64], [l]);
     let lambda_v = [args.lambda.unwrap_or(f64::NAN)];
     let derivative = args.derivative.clone().unwrap_or_else(|| "none".into());
-    let arrays = [
-        NpyArray {
-            name: "data",
-            shape: vec![table.data().len()],
-            data: NpyData::F64(table.data()),
-        },
+    let symmetry = match table {
+        CachedTable::Dense(_) => "none",
+        CachedTable::Reduced(_) => "full",
+    };
+    let mut arrays = vec![
         NpyArray {
             name: "q_points",
             shape: vec![nq, d],
-            data: NpyData::F64(table.q_points()),
+            data: NpyData::F64(q_points),
         },
         NpyArray {
             name: "mode_normalizers",
             shape: vec![nq],
-            data: NpyData::F64(table.mode_normalizers()),
+            data: NpyData::F64(normalizers),
         },
         NpyArray {
             name: "case_vecs",
@@ -299,8 +438,8 @@ fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
         },
         NpyArray {
             name: "case_indices",
-            shape: vec![table.case_indices().len()],
-            data: NpyData::I32(table.case_indices()),
+            shape: vec![cases.case_indices().len()],
+            data: NpyData::I32(cases.case_indices()),
         },
         NpyArray {
             name: "dim",
@@ -333,11 +472,183 @@ fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
             shape: vec![],
             data: NpyData::Str(&derivative),
         },
+        NpyArray {
+            name: "symmetry",
+            shape: vec![],
+            data: NpyData::Str(symmetry),
+        },
     ];
-    write_npz(&build.out, &arrays)?;
-    Ok(format!(
-        "hipkern nearfield: {} entries ({n_cases} cases × {nq}² modes and points) in {seconds:.2} s: wrote {}",
-        table.data().len(),
-        build.out.display()
-    ))
+    let layout;
+    let orbit_rows: Vec<f64>;
+    let probe;
+    match table {
+        CachedTable::Dense(t) => arrays.push(NpyArray {
+            name: "data",
+            shape: vec![t.data().len()],
+            data: NpyData::F64(t.data()),
+        }),
+        CachedTable::Reduced(t) => {
+            arrays.push(NpyArray {
+                name: "reduced_entry_ids",
+                shape: vec![t.reduced_entry_ids().len()],
+                data: NpyData::U32(t.reduced_entry_ids()),
+            });
+            arrays.push(NpyArray {
+                name: "reduced_data",
+                shape: vec![t.reduced_data().len()],
+                data: NpyData::F64(t.reduced_data()),
+            });
+            layout = layout_of(kernel, q)?;
+            match &layout {
+                Layout::Orbit(o) => {
+                    // The values in ORBIT row order: row r holds sign·T[rep]
+                    // so that T[c, s, t] = slot.sign · orbit_rows[slot.row].
+                    let mut rows = vec![0.0; o.n_rows()];
+                    for (&id, &v) in t.reduced_entry_ids().iter().zip(t.reduced_data()) {
+                        let id = id as usize;
+                        let slot = o.slot(id / (nq * nq), (id / nq) % nq, id % nq);
+                        rows[slot.row] = f64::from(slot.sign) * v;
+                    }
+                    orbit_rows = rows;
+                    arrays.push(NpyArray {
+                        name: "layout",
+                        shape: vec![],
+                        data: NpyData::Str("orbit"),
+                    });
+                    arrays.push(NpyArray {
+                        name: "orbit_rows",
+                        shape: vec![orbit_rows.len()],
+                        data: NpyData::F64(&orbit_rows),
+                    });
+                    arrays.push(NpyArray {
+                        name: "case_orbit_ranks",
+                        shape: vec![n_cases],
+                        data: NpyData::U16(&o.case_orbit_ranks),
+                    });
+                    for (name, v) in [
+                        ("case_axis_perm", &o.case_axis_perm),
+                        ("case_axis_group", &o.case_axis_group),
+                    ] {
+                        arrays.push(NpyArray {
+                            name,
+                            shape: vec![n_cases, d],
+                            data: NpyData::U8(v),
+                        });
+                    }
+                    arrays.push(NpyArray {
+                        name: "case_axis_sign",
+                        shape: vec![n_cases, d],
+                        data: NpyData::I8(&o.case_axis_sign),
+                    });
+                    arrays.push(NpyArray {
+                        name: "case_value_offsets",
+                        shape: vec![o.case_value_offsets.len()],
+                        data: NpyData::U32(&o.case_value_offsets),
+                    });
+                    arrays.push(NpyArray {
+                        name: "axis_sign_power",
+                        shape: vec![d],
+                        data: NpyData::U8(&o.axis_sign_power),
+                    });
+                }
+                Layout::Fallback(f) => {
+                    probe = [i64::from(f.probe_count)];
+                    let nt = f.n_transforms();
+                    arrays.push(NpyArray {
+                        name: "layout",
+                        shape: vec![],
+                        data: NpyData::Str("fallback"),
+                    });
+                    arrays.push(NpyArray {
+                        name: "transform_qpoint_map",
+                        shape: vec![nt, nq],
+                        data: NpyData::U16(&f.transform_qpoint_map),
+                    });
+                    arrays.push(NpyArray {
+                        name: "transform_case_map",
+                        shape: vec![nt, n_cases],
+                        data: NpyData::U8(&f.transform_case_map),
+                    });
+                    arrays.push(NpyArray {
+                        name: "transform_signs",
+                        shape: vec![nt],
+                        data: NpyData::I8(&f.transform_signs),
+                    });
+                    for (name, v) in [
+                        ("representative_lookup_keys", &f.representative_lookup_keys),
+                        ("representative_lookup_rows", &f.representative_lookup_rows),
+                        ("sign_lookup_ids", &f.sign_lookup_ids),
+                    ] {
+                        arrays.push(NpyArray {
+                            name,
+                            shape: vec![v.len()],
+                            data: NpyData::U32(v),
+                        });
+                    }
+                    arrays.push(NpyArray {
+                        name: "sign_lookup_signs",
+                        shape: vec![f.sign_lookup_signs.len()],
+                        data: NpyData::I8(&f.sign_lookup_signs),
+                    });
+                    arrays.push(NpyArray {
+                        name: "probe_count",
+                        shape: vec![],
+                        data: NpyData::I64(&probe),
+                    });
+                }
+            }
+        }
+    }
+    write_npz(out, &arrays)
+}
+
+fn execute_stats(stats: &StatsArgs) -> Result<String, Failure> {
+    let args = &stats.table;
+    let kernel = check_table_flags(args)?;
+    let q = args.q;
+    let oracle = DenseOrbits::build(&kernel, q)?;
+    let full = oracle.canonical_entry_ids.len();
+    let zero_orbits = oracle.zero_by_symmetry.iter().filter(|&&z| z).count();
+    let mut lines = vec![
+        format!("full entries: {full}"),
+        format!(
+            "representative rows: {} ({zero_orbits} of them zero by symmetry, {} entries)",
+            oracle.n_representatives(),
+            oracle.zero_entries
+        ),
+    ];
+    match OrbitDescriptors::build(&kernel, q) {
+        Ok(o) => {
+            lines.push(format!("case orbits: {}", o.n_case_orbits()));
+            lines.push(format!(
+                "metadata bytes (arithmetic ORBIT: case_orbit_ranks, case_axis_perm, \
+                 case_axis_sign, case_axis_group, case_value_offsets, axis_sign_power): {}",
+                o.metadata_bytes()
+            ));
+        }
+        Err(_) => {
+            lines.push(
+                "case orbits: n/a (the arithmetic ORBIT path does not model this kernel's group)"
+                    .into(),
+            );
+            lines.push(
+                "metadata bytes (arithmetic ORBIT): n/a, this kernel uses the descriptor fallback"
+                    .into(),
+            );
+        }
+    }
+    let f = FallbackDescriptors::prepare(&kernel, q)?;
+    lines.push(format!(
+        "fallback metadata bytes: {} ({} transforms, lookup {} slots, probe count {}, {} sign corrections)",
+        f.metadata_bytes(),
+        f.n_transforms(),
+        f.representative_lookup_keys.len(),
+        f.probe_count,
+        f.sign_lookup_ids.len()
+    ));
+    lines.push(format!(
+        "dense-map bytes (int32 canonical_entry_ids + float64 canonical_scales): {}",
+        oracle.dense_map_bytes()
+    ));
+    Ok(lines.join("\n"))
 }

@@ -12,6 +12,10 @@ pub enum NpyData<'a> {
     F64(&'a [f64]),
     I32(&'a [i32]),
     I64(&'a [i64]),
+    U32(&'a [u32]),
+    U16(&'a [u16]),
+    U8(&'a [u8]),
+    I8(&'a [i8]),
     /// A 0-d unicode string (numpy `<U{n}`, UTF-32LE).
     Str(&'a str),
 }
@@ -35,6 +39,19 @@ fn npy_bytes(a: &NpyArray<'_>) -> Vec<u8> {
         ),
         NpyData::I64(v) => (
             "<i8".to_string(),
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        NpyData::U32(v) => (
+            "<u4".to_string(),
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        NpyData::U16(v) => (
+            "<u2".to_string(),
+            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        ),
+        NpyData::U8(v) => ("|u1".to_string(), v.to_vec()),
+        NpyData::I8(v) => (
+            "|i1".to_string(),
             v.iter().flat_map(|x| x.to_le_bytes()).collect(),
         ),
         NpyData::Str(s) => {

@@ -82,6 +82,7 @@
 //! Here [`Cases::case_of_pair`] does the same mapping but checks the pair
 //! first (sizes in a 2:1 ratio, boxes touching, not overlapping, aligned on
 //! the tree's grid) and says what is wrong instead of reading a −1.
+mod cache;
 mod cases;
 mod entry;
 mod fallback;
@@ -95,6 +96,10 @@ mod symmetry;
 mod table;
 mod tree;
 
+pub use cache::{
+    CacheKey, CachedTable, SymmetryMode, TableCache, CACHE_SCHEMA_VERSION, PAYLOAD_FORMAT_VERSION,
+    PAYLOAD_MAGIC,
+};
 pub use cases::{CaseKind, Cases, CASE_ENCODING_BASE, CASE_ENCODING_SHIFT, PAIR_TOLERANCE};
 pub use entry::{
     entries_at_point, entry, entry_at_point, tanh_sinh_unit, CaseRef, EntryQuadrature,

@@ -127,6 +127,45 @@ impl NearFieldTable {
         })
     }
 
+    /// Rebuilds a dense table from stored entries (a cache payload): `data`
+    /// in entry-id order, `n_cases · q^{2d}` finite values; the cases, the
+    /// source box's nodes and the mode normalisers are recomputed from
+    /// (`kernel`, `q`, `extent`), which are checked as [`Self::build`] does.
+    pub fn from_parts(
+        kernel: &Kernel,
+        q: usize,
+        extent: f64,
+        quad: &EntryQuadrature,
+        data: Vec<f64>,
+    ) -> Result<NearFieldTable> {
+        let d = kernel.dim();
+        let cases = Cases::new(d)?;
+        let qp = q_points(q, extent, d)?;
+        let normalizers = mode_normalizers(q, extent, d)?;
+        let n = cases.n_entries(q);
+        if data.len() != n {
+            return Err(Error::InvalidInput(format!(
+                "dense table: {} values, dimension {d} and q = {q} have {n} entries",
+                data.len()
+            )));
+        }
+        if let Some((i, v)) = data.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(Error::InvalidInput(format!(
+                "dense table: data[{i}] = {v} is not finite"
+            )));
+        }
+        Ok(NearFieldTable {
+            kernel: kernel.clone(),
+            q,
+            extent,
+            quad: *quad,
+            cases,
+            q_points: qp,
+            mode_normalizers: normalizers,
+            data,
+        })
+    }
+
     /// The kernel.
     pub fn kernel(&self) -> &Kernel {
         &self.kernel
