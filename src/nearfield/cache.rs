@@ -330,9 +330,15 @@ fn decode_payload(path: &Path, key: &CacheKey, blob: &[u8]) -> Result<CachedTabl
         );
         if blob[..8] != PAYLOAD_MAGIC {
             m.push_str("; bad magic, not a hipkern table payload");
-        } else if expected != Some(blob.len() as u64) {
+        } else if expected.is_none_or(|e| e > blob.len() as u64) {
             m.push_str(&format!(
                 "; {} bytes, the header's lengths need {}: truncated?",
+                blob.len(),
+                need()
+            ));
+        } else if expected != Some(blob.len() as u64) {
+            m.push_str(&format!(
+                "; {} bytes, the header's lengths need {}: extra bytes?",
                 blob.len(),
                 need()
             ));
@@ -998,7 +1004,12 @@ fn legacy_get(conn: &Connection, path: &Path, key: &CacheKey) -> Result<Option<N
         // Two rows of one key (two levels, one extent): as in the migration,
         // the same data is one table, different data an error.
         match &found {
-            Some(f) if f.data().iter().map(|v| v.to_bits()).ne(t.data().iter().map(|v| v.to_bits())) => {
+            Some(f)
+                if f.data()
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .ne(t.data().iter().map(|v| v.to_bits())) =>
+            {
                 return Err(TableCache::err(
                     path,
                     "legacy read",
