@@ -91,7 +91,14 @@ impl NearFieldTable {
             .iter()
             .enumerate()
             .map(|(id, &v)| rule.apply(v, rho, self.mode_normalizers[(id / nq) % nq]))
-            .collect();
+            .collect::<Vec<f64>>();
+        // ρ so large (or small) that a scaled entry overflows: an error, not
+        // a table holding inf or NaN.
+        if let Some((id, v)) = data.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(Error::InvalidInput(format!(
+                "scaling by ρ = {rho:e}: entry {id} becomes {v}, not finite (overflow)"
+            )));
+        }
         Ok(NearFieldTable {
             kernel: self.kernel.clone(),
             q: self.q,
