@@ -1,6 +1,8 @@
 //! The subcommands of the `hipkern` program that do more than print
 //! (binary-only: nothing here is part of the library's API).
 pub mod force;
+mod list1;
+mod list1_device;
 pub mod nearfield;
 mod npy;
 mod npz;

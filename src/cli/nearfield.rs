@@ -32,6 +32,8 @@ enum NearfieldCommand {
     Build(BuildArgs),
     /// Sizes of a table and of its symmetry layouts (no quadrature).
     Stats(StatsArgs),
+    /// List 1 of a density over a generated 2:1 tree, on the device or the CPU.
+    List1(List1Args),
 }
 
 /// The flags that name a table: dimension, order, kernel, extent. Kernel
@@ -41,14 +43,14 @@ enum NearfieldCommand {
 pub struct TableFlags {
     /// Dimension: 2 or 3.
     #[arg(long, value_name = "D")]
-    dim: usize,
+    pub(super) dim: usize,
     /// Gauss–Legendre nodes per axis of the source box.
     #[arg(long, value_name = "Q")]
-    q: usize,
+    pub(super) q: usize,
     /// The kernel: laplace (2D −ln r/(2π), 3D 1/(4πr)), constant, or yukawa
     /// (needs --lambda).
     #[arg(long, value_name = "laplace|constant|yukawa")]
-    kernel: String,
+    pub(super) kernel: String,
     /// Source box extent L (the box is [0, L]^D).
     #[arg(
         long,
@@ -56,14 +58,14 @@ pub struct TableFlags {
         default_value_t = 1.0,
         allow_hyphen_values = true
     )]
-    extent: f64,
+    pub(super) extent: f64,
     /// Yukawa's screening parameter λ > 0 (yukawa only).
     #[arg(long, value_name = "X", allow_hyphen_values = true)]
-    lambda: Option<f64>,
+    pub(super) lambda: Option<f64>,
     /// A derivative of G(x − y) (axes 0-based): target:AXIS (∂/∂x_AXIS),
     /// source:AXIS (∂/∂y_AXIS) or direction:X,Y[,Z] (Σ d_k ∂/∂y_k, d as given).
     #[arg(long, value_name = "SPEC", allow_hyphen_values = true)]
-    derivative: Option<String>,
+    pub(super) derivative: Option<String>,
 }
 
 /// Flags of `hipkern nearfield entry`.
@@ -103,6 +105,41 @@ pub struct BuildArgs {
     cache: Option<PathBuf>,
 }
 
+/// Flags of `hipkern nearfield list1` (src/cli/list1.rs).
+#[derive(Args, Debug)]
+pub struct List1Args {
+    /// The table (its --extent is the table's, default 1; the tree's root
+    /// box is [0, 1]^D).
+    #[command(flatten)]
+    pub(super) table: TableFlags,
+    /// random:SEED:LEVELS (an adaptive 2:1-balanced tree, deepest level
+    /// LEVELS) or uniform:LEVEL (2^(D·LEVEL) leaves).
+    #[arg(long, value_name = "random:SEED:LEVELS|uniform:LEVEL")]
+    pub(super) tree: String,
+    /// Table layout on the device: dense, orbit (arithmetic ORBIT) or
+    /// fallback (generated descriptors).
+    #[arg(long, value_name = "dense|orbit|fallback", default_value = "dense")]
+    pub(super) layout: String,
+    /// device (GPU 0) or cpu (the float64 CPU evaluator).
+    #[arg(long, value_name = "device|cpu", default_value = "device")]
+    pub(super) backend: String,
+    /// Target points per lane batch on the device (1 or 32; same result).
+    #[arg(long, value_name = "N", default_value_t = 1)]
+    pub(super) batch: usize,
+    /// Source values: a float64/float32 .npy of shape (n_boxes, q^D), per
+    /// leaf (in the tree's order) at its nodes; default: the smooth density
+    /// of src/cli/list1.rs at the nodes.
+    #[arg(long, value_name = "FILE.npy")]
+    pub(super) density: Option<PathBuf>,
+    /// Writes the tree (.npz: centers, extents, levels, list1_starts,
+    /// list1_sources, points, root_lower, root_extent, dim, q).
+    #[arg(long, value_name = "TREE.npz")]
+    pub(super) tree_out: Option<PathBuf>,
+    /// Writes the potential at every point, float64 (n_boxes, q^D).
+    #[arg(long, value_name = "U.npy")]
+    pub(super) out: Option<PathBuf>,
+}
+
 /// Flags of `hipkern nearfield stats`.
 #[derive(Args, Debug)]
 pub struct StatsArgs {
@@ -117,6 +154,7 @@ pub fn run(args: &NearfieldArgs) -> ExitCode {
         NearfieldCommand::Entry(a) => execute_entry(a),
         NearfieldCommand::Build(a) => execute_build(a),
         NearfieldCommand::Stats(a) => execute_stats(a),
+        NearfieldCommand::List1(a) => super::list1::execute(a).map(|lines| lines.join("\n")),
     };
     match result {
         Ok(out) => {
@@ -219,7 +257,7 @@ fn kernel_of(args: &TableFlags) -> Result<Kernel, Failure> {
 }
 
 /// Dimension, order and extent in range, and the kernel they name.
-fn check_table_flags(args: &TableFlags) -> Result<Kernel, Failure> {
+pub(super) fn check_table_flags(args: &TableFlags) -> Result<Kernel, Failure> {
     let d = args.dim;
     if d != 2 && d != 3 {
         return Err(Failure::bad_input(format!("--dim {d}: must be 2 or 3")));
