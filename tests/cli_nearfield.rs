@@ -871,8 +871,8 @@ fn list1_cpu_potential_checked_from_the_files() {
         }
         let mut u = vec![0.0f64; n * nq];
         for tb in 0..n {
-            for j in starts[tb] as usize..starts[tb + 1] as usize {
-                let sb = sources[j] as usize;
+            for &sb in &sources[starts[tb] as usize..starts[tb + 1] as usize] {
+                let sb = sb as usize;
                 let h = extents[sb];
                 let mut code = 0usize;
                 for k in 0..dim {

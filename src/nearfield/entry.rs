@@ -35,16 +35,40 @@
 //!    near a face (q = 4: 0.069 L) needs about twice the angular order.
 //! 5. Distances are formed as `(x − p) − step`, never `x − (p + step)`, so
 //!    points next to the target keep their exact offset.
+//! 6. The sum over a simplex is factored by axis, `Σ_τ ℓ_{π0} Σ_{w₁}
+//!    ℓ_{π1} Σ_{w₂} G ℓ_{π2}`, each axis's basis values computed once per
+//!    value of its coordinate, and every sum (over `w₂`, `w₁`, `τ`, the
+//!    simplices) is compensated (TwoSum).
+//!
+//! # Rounding follows the symmetry
+//!
+//! A signed permutation of the axes (`super::symmetry`) maps a target
+//! point and its pieces onto those of the image target, and the scheme
+//! computes the image bit for bit (up to the sign): the nodes are exact
+//! mirrors and the target points exact images (for `L` a power of two,
+//! [`super::gauss_legendre`]); under a mirror `p ↦ L − p` each step and
+//! distance component is exactly negated and `Lagrange1d` gives the
+//! mirrored basis value exactly; under a permutation each simplex meets
+//! its image with the same numbers in the same roles (the factored sum
+//! follows the simplex's axis order `π`, not the axis index), the kernel's
+//! norm adds sorted squares and the orthant's volume multiplies sorted
+//! sides; only the final sum over the simplices runs in a different order,
+//! compensated. Measured (tests/nearfield_symmetry.rs, `check_reduced`):
+//! the symmetry-reduced tables equal the dense ones bit for bit for every
+//! kernel at 2D q ≤ 4 and 3D q = 2, and at 3D q = 3 for Laplace, ∂/∂x₂
+//! and a directional derivative.
 //!
 //! The cost of an entry is `2^d · d! · (7·2^{radial_level} + 1) ·
 //! angular_order^{d−1}` kernel evaluations (at most; 3D self case with the
 //! defaults: 2.2·10⁶). [`entries_at_point`] shares one pass among all
-//! `q^d` source modes of a target point.
+//! `q^d` source modes of a target point (per kernel evaluation `q` basis
+//! values and `q` compensated additions; per value of `w₁` and `τ`,
+//! `q^{d−1}` and `q^d`).
 //!
 //! # Accuracy of the defaults (radial level 4, angular order 20)
 //!
 //! Measured (tests/nearfield_entries.rs): closed-form q = 1 self entries
-//! 1.2e−15 (3D) and 3.3e−16 (2D) relative; targets outside the box against
+//! 4.4e−16 (3D) and 1.6e−16 (2D) relative; targets outside the box against
 //! brute-force composite tensor Gauss–Legendre ≤ 3e−14; Laplace 2D q = 4 and
 //! 3D q = 3 self and touching entries against the same scheme at radial
 //! level 5, angular order 32 ≤ 3e−15 (3D q = 4 against level 5, order 40:
@@ -54,7 +78,7 @@
 //! order 16 leaves 7e−12 on a 3D q = 4 derivative entry).
 use super::cases::Cases;
 use super::kernels::Kernel;
-use super::quadrature::{gauss_legendre, legendre_gauss_unit};
+use super::quadrature::{gauss_legendre, legendre_gauss_unit, MAX_QUAD_ORDER};
 use crate::runtime::{Error, Result};
 
 /// Largest `|kh|` of the tanh-sinh rule: at 3.5 the nodes are within
@@ -120,36 +144,70 @@ pub fn tanh_sinh_unit(level: u32) -> Result<(Vec<f64>, Vec<f64>)> {
     Ok((nodes, weights))
 }
 
-/// The 1D Lagrange basis on the nodes `xi`: `ℓ_i(y)` for every `i`.
+/// The 1D Lagrange basis on the nodes `xi` (mirror-symmetric: `xi[q−1−i]
+/// = L − xi[i]` exactly, [`gauss_legendre`]), evaluated mirror-exactly:
+/// at `y = p + step` it takes the factors `y − xi[j]` as `(p − xi[j]) +
+/// step` and multiplies them in mirror pairs `(j, q−1−j)`, so that the
+/// mirrored point `(L − p) − step` gives `ℓ_{q−1−i}` bit for bit equal to
+/// `ℓ_i` here (each factor is exactly negated, each pair product equal).
 struct Lagrange1d {
-    xi: Vec<f64>,
+    q: usize,
     inv_denominators: Vec<f64>,
 }
 
 impl Lagrange1d {
-    fn new(xi: Vec<f64>) -> Lagrange1d {
-        let inv_denominators = (0..xi.len())
-            .map(|i| {
-                1.0 / (0..xi.len())
+    fn new(xi: &[f64]) -> Lagrange1d {
+        let q = xi.len();
+        let mut inv_denominators = vec![0.0; q];
+        // Lower half (and the middle node) directly; the upper half by the
+        // mirror, Π_{j≠i'}(x_{i'} − x_j) = (−1)^{q−1} Π_{j≠i}(x_i − x_j).
+        let sign = if q % 2 == 0 { -1.0 } else { 1.0 };
+        for i in 0..q.div_ceil(2) {
+            let d = 1.0
+                / (0..q)
                     .filter(|&j| j != i)
                     .map(|j| xi[i] - xi[j])
-                    .product::<f64>()
-            })
-            .collect();
+                    .product::<f64>();
+            inv_denominators[i] = d;
+            inv_denominators[q - 1 - i] = if q - 1 - i == i { d } else { sign * d };
+        }
         Lagrange1d {
-            xi,
+            q,
             inv_denominators,
         }
     }
 
-    fn eval(&self, i: usize, y: f64) -> f64 {
-        let mut p = self.inv_denominators[i];
-        for (j, &x) in self.xi.iter().enumerate() {
-            if j != i {
-                p *= y - x;
-            }
+    /// `out[n] = ℓ_{modes[n]}(p + step)` from `p_minus_xi[j] = p − xi[j]`:
+    /// the factors `f_j = (p − xi[j]) + step`, their mirror-pair products
+    /// `P_m = f_m f_{q−1−m}`, and for each mode `i` the product of the
+    /// inverse denominator, the pairs other than `i`'s in order, `i`'s
+    /// partner `f_{q−1−i}` and the middle factor (odd `q`).
+    fn values(&self, p_minus_xi: &[f64], step: f64, modes: &[usize], out: &mut [f64]) {
+        let q = self.q;
+        let mut f = [0.0f64; MAX_QUAD_ORDER];
+        let mut pairs = [0.0f64; MAX_QUAD_ORDER / 2];
+        for (fj, &d) in f.iter_mut().zip(p_minus_xi) {
+            *fj = d + step;
         }
-        p
+        for (m, pm) in pairs.iter_mut().enumerate().take(q / 2) {
+            *pm = f[m] * f[q - 1 - m];
+        }
+        for (o, &i) in out.iter_mut().zip(modes) {
+            let mi = i.min(q - 1 - i);
+            let mut v = self.inv_denominators[i];
+            for (m, &pm) in pairs[..q / 2].iter().enumerate() {
+                if m != mi {
+                    v *= pm;
+                }
+            }
+            if 2 * i + 1 != q {
+                v *= f[q - 1 - i];
+                if q % 2 == 1 {
+                    v *= f[q / 2];
+                }
+            }
+            *o = v;
+        }
     }
 }
 
@@ -243,8 +301,8 @@ pub fn entry_at_point(
 
 /// All source modes at once: `[∫ φ_s(y) G(x − y) dy for s in 0..q^d]`,
 /// sharing one pass of the quadrature (the kernel is evaluated once per
-/// point; cost about that of one [`entry_at_point`] plus `q^d` multiply-adds
-/// per point). Same arguments and checks as [`entry_at_point`].
+/// point; cost about that of one [`entry_at_point`], the module docs).
+/// Same arguments and checks as [`entry_at_point`].
 pub fn entries_at_point(
     kernel: &Kernel,
     q: usize,
@@ -296,30 +354,53 @@ fn integrate(
             )));
         }
     }
-    let basis = Lagrange1d::new(xi);
-    let mode: Vec<usize> = (0..d)
-        .map(|k| (single.unwrap_or(0) / q.pow((d - 1 - k) as u32)) % q)
+    let basis = Lagrange1d::new(&xi);
+    // The modes evaluated per axis: all, or the one of `single`; `nm` of
+    // them, output index `Σ_k n_k nm^{d−1−k}` (axis 0 slowest).
+    let modes: Vec<Vec<usize>> = (0..d)
+        .map(|k| match single {
+            Some(s) => vec![(s / q.pow((d - 1 - k) as u32)) % q],
+            None => (0..q).collect(),
+        })
         .collect();
-    let nout = if single.is_some() { 1 } else { nq };
+    let nm = modes[0].len();
+    let nout = nm.pow(d as u32);
+    let digits: Vec<[usize; 3]> = (0..nout)
+        .map(|m| {
+            let mut dg = [0usize; 3];
+            for (k, x) in dg.iter_mut().enumerate().take(d) {
+                *x = (m / nm.pow((d - 1 - k) as u32)) % nm;
+            }
+            dg
+        })
+        .collect();
 
     let (tr, wr) = tanh_sinh_unit(quad.radial_level)?;
     let (ta, wa) = legendre_gauss_unit(quad.angular_order)?;
     let ta: Vec<f64> = ta.iter().map(|t| 0.5 * (1.0 + t)).collect();
     let wa: Vec<f64> = wa.iter().map(|w| 0.5 * w).collect();
+    let na = quad.angular_order;
 
     let p: Vec<f64> = x.iter().map(|&c| c.clamp(0.0, l)).collect();
     let mut offset = [0.0f64; 3];
     for k in 0..d {
         offset[k] = x[k] - p[k];
     }
+    // p_k − ξ_j per axis (Lagrange1d::values).
+    let p_minus_xi: Vec<Vec<f64>> = (0..d)
+        .map(|k| xi.iter().map(|&xj| p[k] - xj).collect())
+        .collect();
     let perms = permutations(d);
     let mut ang: Vec<([f64; 2], f64)> = Vec::new();
-    let mut total = vec![0.0; nout];
-    let mut simplex_sum = vec![0.0; nout];
-    let mut ray_sum = vec![0.0; nout];
-    // 1D basis values per axis at the current point (all-modes path).
-    let mut lag = vec![0.0; 3 * q];
-    let mut y = [0.0f64; 3];
+    let mut total = Compensated::new(nout);
+    let mut simplex = Compensated::new(nout);
+    // Partial sums over the inner Duffy coordinates: `inner[n]` over the
+    // last one (3D: w₂), `outer[n₁·nm + n₂]` over w₁ (3D) — see below.
+    let mut inner = Compensated::new(nm);
+    let mut outer = Compensated::new(nm * nm);
+    // 1D basis values (modes of one axis) at the current coordinate of the
+    // simplex's axes π0, π1, π2.
+    let mut lag = [vec![0.0; nm], vec![0.0; nm], vec![0.0; nm]];
     let mut r = [0.0f64; 3];
     for orthant in 0..(1usize << d) {
         // σ_k = +1 towards L, −1 towards 0; a_k the side.
@@ -337,73 +418,128 @@ fn integrate(
         if a[..d].iter().any(|&ak| ak <= 0.0) {
             continue;
         }
-        let volume: f64 = a[..d].iter().product();
+        // The orthant's volume, the same bits for any order of the sides.
+        let volume = if d == 2 {
+            a[0] * a[1]
+        } else {
+            let (s0, s1, s2) = sort3(a[0], a[1], a[2]);
+            (s0 * s1) * s2
+        };
         for perm in &perms {
             angular_rule(d, &a, perm, &ta, &wa, &mut ang);
-            simplex_sum.fill(0.0);
+            simplex.clear();
+            // Coordinate `v` of axis `perm[j]`: its step from p, the
+            // distance component and the basis values there.
+            let set_axis = |j: usize, v: f64, r: &mut [f64; 3], lag: &mut [Vec<f64>; 3]| {
+                let k = perm[j];
+                let step = sigma[k] * a[k] * v;
+                // x − y as (x − p) − step: exact near p, where p + step
+                // rounds to p.
+                r[k] = offset[k] - step;
+                basis.values(&p_minus_xi[k], step, &modes[k], &mut lag[j]);
+            };
             for (&t, &wt) in tr.iter().zip(&wr) {
                 let jac_t = if d == 2 { t } else { t * t };
-                ray_sum.fill(0.0);
-                for (wv, wang) in &ang {
-                    // v_{π0} = t, v_{π1} = t w₁, v_{π2} = t w₁ w₂.
-                    for (j, &k) in perm.iter().enumerate() {
-                        let vk = if j == 0 { t } else { t * wv[j - 1] };
-                        let step = sigma[k] * a[k] * vk;
-                        y[k] = p[k] + step;
-                        // x − y as (x − p) − step: exact near p, where
-                        // p + step rounds to p.
-                        r[k] = offset[k] - step;
-                    }
-                    let g = wang * kernel.value(&r[..d]);
-                    if single.is_some() {
-                        let mut phi = g;
-                        for k in 0..d {
-                            phi *= basis.eval(mode[k], y[k]);
+                // v_{π0} = t, v_{π1} = t w₁, v_{π2} = t w₁ w₂. The sum
+                // over the ray is factored by axis: Σ_{w₁} ℓ_{π1} Σ_{w₂}
+                // g ℓ_{π2} (3D), each axis's basis evaluated once per value
+                // of its coordinate.
+                set_axis(0, t, &mut r, &mut lag);
+                if d == 2 {
+                    inner.clear();
+                    for (wv, wang) in &ang {
+                        set_axis(1, t * wv[0], &mut r, &mut lag);
+                        let g = wang * kernel.value(&r[..d]);
+                        for (n, &lv) in lag[1].iter().enumerate() {
+                            inner.add(n, g * lv);
                         }
-                        ray_sum[0] += phi;
-                    } else {
-                        for k in 0..d {
-                            for i in 0..q {
-                                lag[k * q + i] = basis.eval(i, y[k]);
+                    }
+                } else {
+                    outer.clear();
+                    for chunk in ang.chunks_exact(na) {
+                        set_axis(1, t * chunk[0].0[0], &mut r, &mut lag);
+                        inner.clear();
+                        for (wv, wang) in chunk {
+                            set_axis(2, t * wv[1], &mut r, &mut lag);
+                            let g = wang * kernel.value(&r[..d]);
+                            for (n, &lv) in lag[2].iter().enumerate() {
+                                inner.add(n, g * lv);
                             }
                         }
-                        accumulate_tensor(d, q, g, &lag, &mut ray_sum);
+                        for (n1, &l1) in lag[1].iter().enumerate() {
+                            for n2 in 0..nm {
+                                outer.add(n1 * nm + n2, l1 * inner.value(n2));
+                            }
+                        }
                     }
                 }
                 let f = wt * jac_t;
-                for (s, rs) in simplex_sum.iter_mut().zip(&ray_sum) {
-                    *s += f * rs;
+                for (m, dg) in digits.iter().enumerate() {
+                    // The mode's digits in the simplex's axis order.
+                    let ray = if d == 2 {
+                        lag[0][dg[perm[0]]] * inner.value(dg[perm[1]])
+                    } else {
+                        lag[0][dg[perm[0]]] * outer.value(dg[perm[1]] * nm + dg[perm[2]])
+                    };
+                    simplex.add(m, f * ray);
                 }
             }
-            for (tot, ss) in total.iter_mut().zip(&simplex_sum) {
-                *tot += volume * ss;
+            for m in 0..nout {
+                total.add(m, volume * simplex.value(m));
             }
         }
     }
-    Ok(total)
+    Ok((0..nout).map(|m| total.value(m)).collect())
 }
 
-/// `out[m] += g · Π_k lag[k·q + m_k]` over the flat modes `m` (axis 0
-/// slowest).
-fn accumulate_tensor(d: usize, q: usize, g: f64, lag: &[f64], out: &mut [f64]) {
-    if d == 2 {
-        for i in 0..q {
-            let gi = g * lag[i];
-            for j in 0..q {
-                out[i * q + j] += gi * lag[q + j];
-            }
+/// Three values in ascending order (min/max only: the same result for any
+/// order of the arguments).
+#[inline(always)]
+fn sort3(a: f64, b: f64, c: f64) -> (f64, f64, f64) {
+    let (a, b) = if b < a { (b, a) } else { (a, b) };
+    let (b, c) = if c < b { (c, b) } else { (b, c) };
+    let (a, b) = if b < a { (b, a) } else { (a, b) };
+    (a, b, c)
+}
+
+/// `(s, e)` with `s = fl(a + b)` and `a + b = s + e` exactly (Knuth's
+/// TwoSum; no branch, valid for any magnitudes).
+#[inline(always)]
+fn two_sum(a: f64, b: f64) -> (f64, f64) {
+    let s = a + b;
+    let bb = s - a;
+    (s, (a - (s - bb)) + (b - bb))
+}
+
+/// Compensated sums, one per mode: the rounded sum and the running sum of
+/// the exact rounding errors of its additions.
+struct Compensated {
+    sum: Vec<f64>,
+    err: Vec<f64>,
+}
+
+impl Compensated {
+    fn new(n: usize) -> Compensated {
+        Compensated {
+            sum: vec![0.0; n],
+            err: vec![0.0; n],
         }
-    } else {
-        for i in 0..q {
-            let gi = g * lag[i];
-            for j in 0..q {
-                let gij = gi * lag[q + j];
-                let row = &mut out[(i * q + j) * q..(i * q + j + 1) * q];
-                for (o, &lk) in row.iter_mut().zip(&lag[2 * q..3 * q]) {
-                    *o += gij * lk;
-                }
-            }
-        }
+    }
+
+    fn clear(&mut self) {
+        self.sum.fill(0.0);
+        self.err.fill(0.0);
+    }
+
+    #[inline(always)]
+    fn add(&mut self, m: usize, x: f64) {
+        let (s, e) = two_sum(self.sum[m], x);
+        self.sum[m] = s;
+        self.err[m] += e;
+    }
+
+    fn value(&self, m: usize) -> f64 {
+        self.sum[m] + self.err[m]
     }
 }
 

@@ -218,17 +218,46 @@ impl Kernel {
                 match d {
                     Derivative::AxisTarget(a) => f * r[*a],
                     Derivative::AxisSource(a) => -f * r[*a],
-                    Derivative::DirectionalSource(v) => {
-                        -f * v.iter().zip(r).map(|(a, b)| a * b).sum::<f64>()
-                    }
+                    Derivative::DirectionalSource(v) => -f * symmetric_dot(v, r),
                 }
             }
         }
     }
 }
 
+/// `|r|`, invariant bit for bit under permutations and sign changes of
+/// the components (the symmetry of a table, `super::symmetry`): in 3D the
+/// squares are added smallest first (also the more accurate order).
 fn norm(r: &[f64]) -> f64 {
-    r.iter().map(|x| x * x).sum::<f64>().sqrt()
+    match *r {
+        [x, y, z] => {
+            // Sorted by compare-and-swap (min/max only).
+            let (a, b, c) = (x * x, y * y, z * z);
+            let (a, b) = if b < a { (b, a) } else { (a, b) };
+            let (b, c) = if c < b { (c, b) } else { (b, c) };
+            let (a, b) = if b < a { (b, a) } else { (a, b) };
+            ((a + b) + c).sqrt()
+        }
+        _ => r.iter().map(|x| x * x).sum::<f64>().sqrt(),
+    }
+}
+
+/// `Σ_k v_k r_k` by compensated summation (TwoSum) of the rounded
+/// products: to within rare last-bit ties the correctly rounded sum of
+/// the products, so (nearly always) the same bits in any order of the
+/// terms and exactly negated with them (a directional kernel's symmetry
+/// permutes the products and may negate them all).
+fn symmetric_dot(v: &[f64], r: &[f64]) -> f64 {
+    let mut s = 0.0;
+    let mut e = 0.0;
+    for (a, b) in v.iter().zip(r) {
+        let x = a * b;
+        let t = s + x;
+        let bb = t - s;
+        e += (s - (t - bb)) + (x - bb);
+        s = t;
+    }
+    s + e
 }
 
 /// Below this argument the power series are used, above it Steed's

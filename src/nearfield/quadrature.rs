@@ -87,17 +87,39 @@ pub fn legendre_gauss_unit(q: usize) -> Result<(Vec<f64>, Vec<f64>)> {
 /// The `q` Gauss–Legendre nodes (ascending) and weights on `[0, L]`:
 /// `ξ = (L/2)(1 + x)`, `w = (L/2) w_x` from [`legendre_gauss_unit`].
 ///
+/// The nodes are exact mirror images, `ξ_{q−1−i} = L − ξ_i` with no
+/// rounding: the upper half is `(L/2)(1 + x)` rounded to a multiple of
+/// `2^{e−51}` (`2^e ≤ L < 2^{e+1}`; `2^{−51}` for `L = 1`, an error of at
+/// most `2^{−52} L`, about one ulp of `L`), the lower half `L` minus it
+/// (exact). With `L` a power of two every target point of every case
+/// ([`super::Cases::target_points`]) is then computed exactly, so that a
+/// signed permutation of the axes maps target points onto target points
+/// bit for bit (the symmetry of a table, `super::symmetry`).
+///
 /// `q` in `1..=MAX_QUAD_ORDER`, `L` finite and positive. The rule is exact
-/// for polynomials of degree `2q − 1`; `q = 1` is the midpoint `L/2` with
-/// weight `L`.
+/// for polynomials of degree `2q − 1` (to the rounding of the nodes);
+/// `q = 1` is the midpoint `L/2` with weight `L`.
 pub fn gauss_legendre(q: usize, l: f64) -> Result<(Vec<f64>, Vec<f64>)> {
     check_extent(l)?;
     let (x, w) = legendre_gauss_unit(q)?;
     let h = 0.5 * l;
-    Ok((
-        x.iter().map(|&x| h * (1.0 + x)).collect(),
-        w.iter().map(|&w| h * w).collect(),
-    ))
+    // The grid of the upper nodes, 2^{e−51} with 2^e ≤ L < 2^{e+1} (for a
+    // subnormal L the smallest positive float). At L = 1 it is what the
+    // target points need: ξ − L/2 on it is exact, and so are centre +
+    // size·(ξ − L/2) for the sizes ½, 1, 2 and |x| < 3L.
+    let exponent = ((l.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+    let grid = 2f64.powi(exponent - 51).max(f64::from_bits(1));
+    let mut nodes = vec![0.0; q];
+    for i in q / 2..q {
+        let hi = if 2 * i + 1 == q {
+            h
+        } else {
+            ((h * (1.0 + x[i])) / grid).round() * grid
+        };
+        nodes[i] = hi;
+        nodes[q - 1 - i] = l - hi;
+    }
+    Ok((nodes, w.iter().map(|&w| h * w).collect()))
 }
 
 /// The source box's tensor nodes: `q^dim` points × `dim` coordinates,
