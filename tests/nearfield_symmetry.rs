@@ -313,7 +313,7 @@ fn check_reduced(k: &Kernel, q: usize, quad: &EntryQuadrature) -> (f64, usize) {
 
 #[test]
 fn reduced_tables_against_dense_tables_2d() {
-    for k in kernels(2) {
+    for k in kernels(2).into_iter().chain(directional(2)) {
         for q in 1..=4 {
             let (worst, zeros) = check_reduced(&k, q, &EntryQuadrature::default());
             assert!(worst <= 1e-15, "{k:?} q={q}: {worst:.2e}");
