@@ -113,3 +113,8 @@ int32_t hipkern_psf_splat_atomic(const double *ev, int64_t n, const double *st, 
                                  double *img, int32_t w, int32_t h, uint64_t *rep, void *s) {
   (void)ev; (void)n; (void)st; (void)p; (void)img; (void)w; (void)h; (void)rep; (void)s; NT;
 }
+
+int32_t hipkern_list1_evaluate(const hipkern_list1_table *t, const hipkern_list1_pairs *p,
+                               const double *f, double *out, int32_t batch, void *s) {
+  (void)t; (void)p; (void)f; (void)out; (void)batch; (void)s; NT;
+}

@@ -290,6 +290,131 @@ int32_t hipkern_psf_splat_atomic(const double *events, int64_t n_events, const d
                                  int32_t phases, double *image, int32_t width, int32_t height,
                                  uint64_t *report, void *stream);
 
+/* ---- List 1 near-field evaluator (SPEC section 6) ----------------------- */
+/** Most transforms a descriptor fallback has (the 48 signed permutations of 3 axes). */
+#define HIPKERN_LIST1_MAX_TRANSFORMS 48
+/** Largest list1_target_batch_size (threads per target box). */
+#define HIPKERN_LIST1_MAX_BATCH 1024
+/** Levels the per-level scaling arrays may cover (box levels 0..=31). */
+#define HIPKERN_LIST1_MAX_LEVELS 32
+
+/** How the table values are held on the device. */
+typedef enum hipkern_list1_layout {
+  /** Every entry: values[table * n_rows + (case * nq + s) * nq + t]. */
+  HIPKERN_LIST1_DENSE = 0,
+  /** Compact rows addressed by the arithmetic ORBIT descriptors. */
+  HIPKERN_LIST1_ORBIT = 1,
+  /** Compact rows addressed by the generated descriptor fallback. */
+  HIPKERN_LIST1_FALLBACK = 2
+} hipkern_list1_layout;
+
+/**
+ * One uploaded table (or one per source level) and its addressing, all
+ * device pointers. nq = q^dim. Fields a layout does not use may be 0/NULL.
+ *
+ * values: n_tables x n_rows float64 (n_rows = n_cases * nq * nq for DENSE,
+ *   the compact row count otherwise; rows of one table are contiguous).
+ * mode_normalizers: nq float64 (the integral of each source mode), read
+ *   only by pairs whose level displacement is nonzero (2D Laplace).
+ * ORBIT (src/nearfield/orbit.rs): case_orbit_ranks (n_cases),
+ *   case_axis_perm, case_axis_sign, case_axis_group (n_cases x dim; group
+ *   labels with 0x80 = flippable axis, 0x40 = derivative axis),
+ *   case_value_offsets (n_case_orbits + 1), axis_sign_power (dim).
+ * FALLBACK (src/nearfield/fallback.rs): transform_qpoint_map
+ *   (n_transforms x nq), transform_case_map (n_transforms x n_cases),
+ *   transform_signs (n_transforms), the open-addressed representative
+ *   lookup (lookup_size slots, a power of two, keys full ids with
+ *   0xFFFFFFFF empty, rows the compact rows; every lookup probes exactly
+ *   probe_count slots of the Fibonacci hash (id * 0x9E3779B1) >> (32 -
+ *   log2 lookup_size)), and the sparse sign corrections (n_sign_lookup full
+ *   ids, ascending, with their signs).
+ */
+typedef struct hipkern_list1_table {
+  hipkern_list1_layout layout;
+  int32_t dim;
+  int32_t q;
+  int32_t n_cases;
+  int32_t n_tables;
+  int64_t n_rows;
+  const double *values;
+  const double *mode_normalizers;
+  int32_t n_case_orbits;
+  const uint16_t *case_orbit_ranks;
+  const uint8_t *case_axis_perm;
+  const int8_t *case_axis_sign;
+  const uint8_t *case_axis_group;
+  const uint32_t *case_value_offsets;
+  const uint8_t *axis_sign_power;
+  int32_t n_transforms;
+  const uint16_t *transform_qpoint_map;
+  const uint8_t *transform_case_map;
+  const int8_t *transform_signs;
+  uint32_t lookup_size;
+  uint32_t probe_count;
+  const uint32_t *lookup_keys;
+  const uint32_t *lookup_rows;
+  uint32_t n_sign_lookup;
+  const uint32_t *sign_lookup_ids;
+  const int8_t *sign_lookup_signs;
+} hipkern_list1_table;
+
+/**
+ * The (target box, source box) pairs of one evaluation, device pointers.
+ * Target box i (output row i) has the pairs source_starts[i] ..
+ * source_starts[i + 1] (n_targets + 1 offsets, 0 .. n_pairs, non-decreasing);
+ * pair j reads source box source_boxes[j] (< n_boxes) through interaction
+ * case pair_cases[j] (< n_cases); its source level is box_levels[box]
+ * (< n_levels) and gives the factor level_scale[level], the displacement
+ * factor level_displacement[level] and the table level_table[level]
+ * (< n_tables).
+ */
+typedef struct hipkern_list1_pairs {
+  int64_t n_targets;
+  int64_t n_boxes;
+  int64_t n_pairs;
+  int32_t n_levels;
+  const uint32_t *source_starts;
+  const uint32_t *source_boxes;
+  const uint8_t *pair_cases;
+  const uint8_t *box_levels;
+  const double *level_scale;
+  const double *level_displacement;
+  const uint32_t *level_table;
+} hipkern_list1_pairs;
+
+/**
+ * List 1: out[i * nq + t] = sum over the pairs j of target box i, in list
+ * order, of (scale * acc_j + disp_j), starting from 0, with
+ * acc_j = sum over source modes s in order of f[box_j * nq + s] * T(case_j, s, t)
+ * (from 0) and disp_j = displacement * sum_s f[box_j * nq + s] * N_s when the
+ * level's displacement is nonzero, else 0. T is the table entry as the
+ * layout reconstructs it (DENSE: the value; ORBIT: sign * values[row] with
+ * row and sign computed from the case descriptors, sign 0 meaning an entry
+ * that is zero by symmetry; FALLBACK: the smallest full id among the
+ * transformed candidates, ties to a positive sign then the earlier
+ * transform, its sign corrected by the sparse sign lookup, its row from the
+ * hash; a representative missing from the hash gives NaN). Every float64
+ * operation is one correctly rounded IEEE operation in that order, never
+ * contracted into a fused multiply-add: the result is bitwise the CPU
+ * evaluator's (src/nearfield/list1.rs) over the same entry values.
+ *
+ * Target boxes are spread over the grid's x axis (grid-stride); each block
+ * has target_batch_size threads (1 ..= HIPKERN_LIST1_MAX_BATCH) that take
+ * the box's target points t = lane, lane + batch, ... below q^dim. The
+ * batch size does not change any sum: every value is bitwise the same for
+ * every batch size.
+ *
+ * source_values: n_boxes x nq float64; out: n_targets x nq float64, fully
+ * overwritten (n_targets == 0 writes nothing). The pairs, cases, levels and
+ * descriptors must be valid (the safe API validates them on the host); the
+ * entry point checks the pointers, sizes and enumerations it is given and
+ * returns HIPKERN_ERROR_INVALID_ARGUMENT before launching anything.
+ * Asynchronous on `stream`.
+ */
+int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_list1_pairs *pairs,
+                               const double *source_values, double *out,
+                               int32_t target_batch_size, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

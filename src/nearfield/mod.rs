@@ -88,6 +88,7 @@ mod entry;
 mod fallback;
 mod kernels;
 mod list1;
+mod list1_device;
 mod orbit;
 mod quadrature;
 mod reduced;
@@ -109,6 +110,10 @@ pub use kernels::{bessel_k0, bessel_k1, BaseKernel, Derivative, Kernel};
 pub use list1::{
     evaluate_list1, evaluate_list1_with_threads, level_scalings, LevelScaling, List1Boxes,
     List1Pairs, List1Tables,
+};
+pub use list1_device::{
+    List1DevicePlan, List1Evaluator, List1Layout, List1Payload, List1ReducedTables,
+    List1UploadBytes, DEFAULT_TARGET_BATCH_SIZE, MAX_TARGET_BATCH_SIZE,
 };
 pub use orbit::{OrbitDescriptors, OrbitSlot, GROUP_DERIVATIVE, GROUP_FLIPPABLE};
 pub use quadrature::{gauss_legendre, legendre_gauss_unit, q_points, MAX_QUAD_ORDER};

@@ -9,6 +9,9 @@ pub const HIPKERN_ERROR_INVALID_INDEX: i32 = -4;
 pub const HIPKERN_PSF_CACHE_RADIUS: u32 = 47;
 pub const HIPKERN_PSF_STAMP_SIDE: u32 = 95;
 pub const HIPKERN_PSF_EVENT_FIELDS: u32 = 7;
+pub const HIPKERN_LIST1_MAX_TRANSFORMS: u32 = 48;
+pub const HIPKERN_LIST1_MAX_BATCH: u32 = 1024;
+pub const HIPKERN_LIST1_MAX_LEVELS: u32 = 32;
 unsafe extern "C" {
     #[doc = " HIPKERN_ABI_VERSION of the built library."]
     pub fn hipkern_abi_version() -> i32;
@@ -348,6 +351,156 @@ unsafe extern "C" {
         width: i32,
         height: i32,
         report: *mut u64,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
+#[doc = " Every entry: values[table * n_rows + (case * nq + s) * nq + t]."]
+pub const HIPKERN_LIST1_DENSE: hipkern_list1_layout = 0;
+#[doc = " Compact rows addressed by the arithmetic ORBIT descriptors."]
+pub const HIPKERN_LIST1_ORBIT: hipkern_list1_layout = 1;
+#[doc = " Compact rows addressed by the generated descriptor fallback."]
+pub const HIPKERN_LIST1_FALLBACK: hipkern_list1_layout = 2;
+#[doc = " How the table values are held on the device."]
+pub type hipkern_list1_layout = ::core::ffi::c_uint;
+#[doc = " One uploaded table (or one per source level) and its addressing, all\n device pointers. nq = q^dim. Fields a layout does not use may be 0/NULL.\n\n values: n_tables x n_rows float64 (n_rows = n_cases * nq * nq for DENSE,\n   the compact row count otherwise; rows of one table are contiguous).\n mode_normalizers: nq float64 (the integral of each source mode), read\n   only by pairs whose level displacement is nonzero (2D Laplace).\n ORBIT (src/nearfield/orbit.rs): case_orbit_ranks (n_cases),\n   case_axis_perm, case_axis_sign, case_axis_group (n_cases x dim; group\n   labels with 0x80 = flippable axis, 0x40 = derivative axis),\n   case_value_offsets (n_case_orbits + 1), axis_sign_power (dim).\n FALLBACK (src/nearfield/fallback.rs): transform_qpoint_map\n   (n_transforms x nq), transform_case_map (n_transforms x n_cases),\n   transform_signs (n_transforms), the open-addressed representative\n   lookup (lookup_size slots, a power of two, keys full ids with\n   0xFFFFFFFF empty, rows the compact rows; every lookup probes exactly\n   probe_count slots of the Fibonacci hash (id * 0x9E3779B1) >> (32 -\n   log2 lookup_size)), and the sparse sign corrections (n_sign_lookup full\n   ids, ascending, with their signs)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_list1_table {
+    pub layout: hipkern_list1_layout,
+    pub dim: i32,
+    pub q: i32,
+    pub n_cases: i32,
+    pub n_tables: i32,
+    pub n_rows: i64,
+    pub values: *const f64,
+    pub mode_normalizers: *const f64,
+    pub n_case_orbits: i32,
+    pub case_orbit_ranks: *const u16,
+    pub case_axis_perm: *const u8,
+    pub case_axis_sign: *const i8,
+    pub case_axis_group: *const u8,
+    pub case_value_offsets: *const u32,
+    pub axis_sign_power: *const u8,
+    pub n_transforms: i32,
+    pub transform_qpoint_map: *const u16,
+    pub transform_case_map: *const u8,
+    pub transform_signs: *const i8,
+    pub lookup_size: u32,
+    pub probe_count: u32,
+    pub lookup_keys: *const u32,
+    pub lookup_rows: *const u32,
+    pub n_sign_lookup: u32,
+    pub sign_lookup_ids: *const u32,
+    pub sign_lookup_signs: *const i8,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_list1_table"][::core::mem::size_of::<hipkern_list1_table>() - 184usize];
+    ["Alignment of hipkern_list1_table"][::core::mem::align_of::<hipkern_list1_table>() - 8usize];
+    ["Offset of field: hipkern_list1_table::layout"]
+        [::core::mem::offset_of!(hipkern_list1_table, layout) - 0usize];
+    ["Offset of field: hipkern_list1_table::dim"]
+        [::core::mem::offset_of!(hipkern_list1_table, dim) - 4usize];
+    ["Offset of field: hipkern_list1_table::q"]
+        [::core::mem::offset_of!(hipkern_list1_table, q) - 8usize];
+    ["Offset of field: hipkern_list1_table::n_cases"]
+        [::core::mem::offset_of!(hipkern_list1_table, n_cases) - 12usize];
+    ["Offset of field: hipkern_list1_table::n_tables"]
+        [::core::mem::offset_of!(hipkern_list1_table, n_tables) - 16usize];
+    ["Offset of field: hipkern_list1_table::n_rows"]
+        [::core::mem::offset_of!(hipkern_list1_table, n_rows) - 24usize];
+    ["Offset of field: hipkern_list1_table::values"]
+        [::core::mem::offset_of!(hipkern_list1_table, values) - 32usize];
+    ["Offset of field: hipkern_list1_table::mode_normalizers"]
+        [::core::mem::offset_of!(hipkern_list1_table, mode_normalizers) - 40usize];
+    ["Offset of field: hipkern_list1_table::n_case_orbits"]
+        [::core::mem::offset_of!(hipkern_list1_table, n_case_orbits) - 48usize];
+    ["Offset of field: hipkern_list1_table::case_orbit_ranks"]
+        [::core::mem::offset_of!(hipkern_list1_table, case_orbit_ranks) - 56usize];
+    ["Offset of field: hipkern_list1_table::case_axis_perm"]
+        [::core::mem::offset_of!(hipkern_list1_table, case_axis_perm) - 64usize];
+    ["Offset of field: hipkern_list1_table::case_axis_sign"]
+        [::core::mem::offset_of!(hipkern_list1_table, case_axis_sign) - 72usize];
+    ["Offset of field: hipkern_list1_table::case_axis_group"]
+        [::core::mem::offset_of!(hipkern_list1_table, case_axis_group) - 80usize];
+    ["Offset of field: hipkern_list1_table::case_value_offsets"]
+        [::core::mem::offset_of!(hipkern_list1_table, case_value_offsets) - 88usize];
+    ["Offset of field: hipkern_list1_table::axis_sign_power"]
+        [::core::mem::offset_of!(hipkern_list1_table, axis_sign_power) - 96usize];
+    ["Offset of field: hipkern_list1_table::n_transforms"]
+        [::core::mem::offset_of!(hipkern_list1_table, n_transforms) - 104usize];
+    ["Offset of field: hipkern_list1_table::transform_qpoint_map"]
+        [::core::mem::offset_of!(hipkern_list1_table, transform_qpoint_map) - 112usize];
+    ["Offset of field: hipkern_list1_table::transform_case_map"]
+        [::core::mem::offset_of!(hipkern_list1_table, transform_case_map) - 120usize];
+    ["Offset of field: hipkern_list1_table::transform_signs"]
+        [::core::mem::offset_of!(hipkern_list1_table, transform_signs) - 128usize];
+    ["Offset of field: hipkern_list1_table::lookup_size"]
+        [::core::mem::offset_of!(hipkern_list1_table, lookup_size) - 136usize];
+    ["Offset of field: hipkern_list1_table::probe_count"]
+        [::core::mem::offset_of!(hipkern_list1_table, probe_count) - 140usize];
+    ["Offset of field: hipkern_list1_table::lookup_keys"]
+        [::core::mem::offset_of!(hipkern_list1_table, lookup_keys) - 144usize];
+    ["Offset of field: hipkern_list1_table::lookup_rows"]
+        [::core::mem::offset_of!(hipkern_list1_table, lookup_rows) - 152usize];
+    ["Offset of field: hipkern_list1_table::n_sign_lookup"]
+        [::core::mem::offset_of!(hipkern_list1_table, n_sign_lookup) - 160usize];
+    ["Offset of field: hipkern_list1_table::sign_lookup_ids"]
+        [::core::mem::offset_of!(hipkern_list1_table, sign_lookup_ids) - 168usize];
+    ["Offset of field: hipkern_list1_table::sign_lookup_signs"]
+        [::core::mem::offset_of!(hipkern_list1_table, sign_lookup_signs) - 176usize];
+};
+#[doc = " The (target box, source box) pairs of one evaluation, device pointers.\n Target box i (output row i) has the pairs source_starts[i] ..\n source_starts[i + 1] (n_targets + 1 offsets, 0 .. n_pairs, non-decreasing);\n pair j reads source box source_boxes[j] (< n_boxes) through interaction\n case pair_cases[j] (< n_cases); its source level is box_levels[box]\n (< n_levels) and gives the factor level_scale[level], the displacement\n factor level_displacement[level] and the table level_table[level]\n (< n_tables)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_list1_pairs {
+    pub n_targets: i64,
+    pub n_boxes: i64,
+    pub n_pairs: i64,
+    pub n_levels: i32,
+    pub source_starts: *const u32,
+    pub source_boxes: *const u32,
+    pub pair_cases: *const u8,
+    pub box_levels: *const u8,
+    pub level_scale: *const f64,
+    pub level_displacement: *const f64,
+    pub level_table: *const u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_list1_pairs"][::core::mem::size_of::<hipkern_list1_pairs>() - 88usize];
+    ["Alignment of hipkern_list1_pairs"][::core::mem::align_of::<hipkern_list1_pairs>() - 8usize];
+    ["Offset of field: hipkern_list1_pairs::n_targets"]
+        [::core::mem::offset_of!(hipkern_list1_pairs, n_targets) - 0usize];
+    ["Offset of field: hipkern_list1_pairs::n_boxes"]
+        [::core::mem::offset_of!(hipkern_list1_pairs, n_boxes) - 8usize];
+    ["Offset of field: hipkern_list1_pairs::n_pairs"]
+        [::core::mem::offset_of!(hipkern_list1_pairs, n_pairs) - 16usize];
+    ["Offset of field: hipkern_list1_pairs::n_levels"]
+        [::core::mem::offset_of!(hipkern_list1_pairs, n_levels) - 24usize];
+    ["Offset of field: hipkern_list1_pairs::source_starts"]
+        [::core::mem::offset_of!(hipkern_list1_pairs, source_starts) - 32usize];
+    ["Offset of field: hipkern_list1_pairs::source_boxes"]
+        [::core::mem::offset_of!(hipkern_list1_pairs, source_boxes) - 40usize];
+    ["Offset of field: hipkern_list1_pairs::pair_cases"]
+        [::core::mem::offset_of!(hipkern_list1_pairs, pair_cases) - 48usize];
+    ["Offset of field: hipkern_list1_pairs::box_levels"]
+        [::core::mem::offset_of!(hipkern_list1_pairs, box_levels) - 56usize];
+    ["Offset of field: hipkern_list1_pairs::level_scale"]
+        [::core::mem::offset_of!(hipkern_list1_pairs, level_scale) - 64usize];
+    ["Offset of field: hipkern_list1_pairs::level_displacement"]
+        [::core::mem::offset_of!(hipkern_list1_pairs, level_displacement) - 72usize];
+    ["Offset of field: hipkern_list1_pairs::level_table"]
+        [::core::mem::offset_of!(hipkern_list1_pairs, level_table) - 80usize];
+};
+unsafe extern "C" {
+    #[doc = " List 1: out[i * nq + t] = sum over the pairs j of target box i, in list\n order, of (scale * acc_j + disp_j), starting from 0, with\n acc_j = sum over source modes s in order of f[box_j * nq + s] * T(case_j, s, t)\n (from 0) and disp_j = displacement * sum_s f[box_j * nq + s] * N_s when the\n level's displacement is nonzero, else 0. T is the table entry as the\n layout reconstructs it (DENSE: the value; ORBIT: sign * values[row] with\n row and sign computed from the case descriptors, sign 0 meaning an entry\n that is zero by symmetry; FALLBACK: the smallest full id among the\n transformed candidates, ties to a positive sign then the earlier\n transform, its sign corrected by the sparse sign lookup, its row from the\n hash; a representative missing from the hash gives NaN). Every float64\n operation is one correctly rounded IEEE operation in that order, never\n contracted into a fused multiply-add: the result is bitwise the CPU\n evaluator's (src/nearfield/list1.rs) over the same entry values.\n\n Target boxes are spread over the grid's x axis (grid-stride); each block\n has target_batch_size threads (1 ..= HIPKERN_LIST1_MAX_BATCH) that take\n the box's target points t = lane, lane + batch, ... below q^dim. The\n batch size does not change any sum: every value is bitwise the same for\n every batch size.\n\n source_values: n_boxes x nq float64; out: n_targets x nq float64, fully\n overwritten (n_targets == 0 writes nothing). The pairs, cases, levels and\n descriptors must be valid (the safe API validates them on the host); the\n entry point checks the pointers, sizes and enumerations it is given and\n returns HIPKERN_ERROR_INVALID_ARGUMENT before launching anything.\n Asynchronous on `stream`."]
+    pub fn hipkern_list1_evaluate(
+        table: *const hipkern_list1_table,
+        pairs: *const hipkern_list1_pairs,
+        source_values: *const f64,
+        out: *mut f64,
+        target_batch_size: i32,
         stream: *mut ::core::ffi::c_void,
     ) -> i32;
 }

@@ -1,0 +1,1085 @@
+//! The List 1 evaluator on the device (SPEC §6): a table uploaded once in
+//! one of three layouts, evaluated many times on a stream
+//! (`hipkern_list1_evaluate`, hip/nearfield_list1.hip).
+//!
+//! # What it computes
+//!
+//! Exactly what the CPU float64 evaluator ([`super::evaluate_list1`])
+//! computes over the same entry values, bit for bit: per target box and
+//! target point, the pairs in list order, per pair the source modes in
+//! order, `u += scale·acc + disp` with the scalings of
+//! [`super::level_scalings`] (computed on the host by that function and
+//! uploaded per plan). The device never contracts a multiply and an add
+//! into an FMA (see the kernel's header), so where the layouts hold the
+//! same entry values the outputs are identical; a dense table built by
+//! quadrature differs from its symmetry reduction by a few ulps per entry
+//! (the orbit's members are separate quadratures), which the ORBIT and
+//! fallback layouts replace by the representative's value.
+//!
+//! # Layouts ([`List1Layout`])
+//!
+//! - `Dense`: every entry, `n_tables × n_cases·q^{2d}` float64.
+//! - `Orbit`: the compact rows of the arithmetic ORBIT addressing
+//!   ([`OrbitDescriptors`]: `case_orbit_ranks`, `case_axis_perm`,
+//!   `case_axis_sign`, `case_axis_group`, `case_value_offsets`,
+//!   `axis_sign_power`) and those descriptors only; each row holds the
+//!   value of its canonical entry with the representative's sign
+//!   pre-applied (`row value = slot(rep).sign · T[rep]`), so that
+//!   `T[c, s, t] = slot(c, s, t).sign · row value`. Scalar kernels and axis
+//!   target/source derivatives; a directional source derivative is refused
+//!   (use `Dense` or `Fallback`).
+//! - `Fallback`: the rows in representative order and the generated
+//!   descriptors ([`FallbackDescriptors`]: transform maps, transform
+//!   signs, the open-addressed representative hash with its fixed probe
+//!   count, the sparse sign lookup), validated against the dense oracle
+//!   when they are prepared. Every kernel.
+//!
+//! Per-level tables (Yukawa) are uploaded side by side (`n_tables` blocks
+//! of rows, one addressing: same kernel and `q`).
+//!
+//! # Use
+//!
+//! [`List1Payload`] prepares the host arrays of a layout (no device: what
+//! is uploaded, its byte counts, and the entry each layout reconstructs),
+//! [`List1Evaluator::new`] uploads one, [`List1Evaluator::plan`] validates
+//! a tree's boxes and lists on the host and uploads them
+//! ([`List1DevicePlan`]), and [`List1Evaluator::evaluate_into`] launches on
+//! a stream into a caller's device buffer; [`List1Evaluator::evaluate`] does
+//! all of it from host slices into a `Vec`.
+//!
+//! Everything is validated on the host before anything is launched or
+//! written, with the CPU evaluator's own checks ([`List1Boxes::pairs`]:
+//! CSR offsets, box ids, levels, centres, every pair a List 1 pair of a
+//! 2:1 tree, named; [`super::level_scalings`]: the tables fit the levels),
+//! plus the lengths and devices of the buffers and the plan's evaluator.
+use super::fallback::FallbackDescriptors;
+use super::kernels::{Derivative, Kernel};
+use super::list1::{level_scalings, LevelScaling, List1Boxes, List1Tables};
+use super::orbit::OrbitDescriptors;
+use super::reduced::ReducedTable;
+use super::table::NearFieldTable;
+use crate::runtime::{check, Device, DeviceBuffer, DeviceRepr, Error, Result, Stream};
+use hipkern_sys as sys;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The default `list1_target_batch_size`: one target lane per box.
+pub const DEFAULT_TARGET_BATCH_SIZE: usize = 1;
+/// The largest `list1_target_batch_size` (threads per block).
+pub const MAX_TARGET_BATCH_SIZE: usize = sys::HIPKERN_LIST1_MAX_BATCH as usize;
+
+fn bad<T>(msg: String) -> Result<T> {
+    Err(Error::InvalidInput(format!("list 1 device: {msg}")))
+}
+
+/// How a table is held on the device (module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum List1Layout {
+    /// Every entry.
+    Dense,
+    /// Compact rows + the arithmetic ORBIT descriptors.
+    Orbit,
+    /// Compact rows + the generated descriptor fallback.
+    Fallback,
+}
+
+impl List1Layout {
+    /// The three layouts.
+    pub const ALL: [List1Layout; 3] = [
+        List1Layout::Dense,
+        List1Layout::Orbit,
+        List1Layout::Fallback,
+    ];
+
+    /// `dense`, `orbit` or `fallback`.
+    pub fn name(self) -> &'static str {
+        match self {
+            List1Layout::Dense => "dense",
+            List1Layout::Orbit => "orbit",
+            List1Layout::Fallback => "fallback",
+        }
+    }
+
+    fn raw(self) -> sys::hipkern_list1_layout {
+        match self {
+            List1Layout::Dense => sys::HIPKERN_LIST1_DENSE,
+            List1Layout::Orbit => sys::HIPKERN_LIST1_ORBIT,
+            List1Layout::Fallback => sys::HIPKERN_LIST1_FALLBACK,
+        }
+    }
+}
+
+impl std::fmt::Display for List1Layout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for List1Layout {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "dense" => Ok(List1Layout::Dense),
+            "orbit" => Ok(List1Layout::Orbit),
+            "fallback" => Ok(List1Layout::Fallback),
+            other => bad(format!(
+                "layout {other:?}: must be dense, orbit or fallback"
+            )),
+        }
+    }
+}
+
+/// Symmetry-reduced tables of a List 1 evaluation (as [`List1Tables`] for
+/// dense ones).
+#[derive(Clone, Copy, Debug)]
+pub enum List1ReducedTables<'a> {
+    /// One table of a kernel with a scaling rule, any extent.
+    Scaled(&'a ReducedTable),
+    /// One table per source level, `tables[l]` at extent `root_extent/2^l`.
+    PerLevel(&'a [ReducedTable]),
+}
+
+/// Bytes a table upload sends to the device.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct List1UploadBytes {
+    /// The float64 values (every table's entries or rows).
+    pub values: usize,
+    /// The layout's addressing metadata (ORBIT or fallback descriptors; 0
+    /// for dense), as [`OrbitDescriptors::metadata_bytes`] /
+    /// [`FallbackDescriptors::metadata_bytes`] count them.
+    pub descriptors: usize,
+    /// The mode normalisers (`q^d` float64, read by 2D Laplace's
+    /// displacement).
+    pub normalizers: usize,
+}
+
+impl List1UploadBytes {
+    /// Everything.
+    pub fn total(&self) -> usize {
+        self.values + self.descriptors + self.normalizers
+    }
+}
+
+/// What the evaluator knows of its tables besides the values: enough to
+/// validate boxes and compute the level scalings exactly as the CPU does.
+#[derive(Clone, Debug)]
+struct TableMeta {
+    kernel: Kernel,
+    q: usize,
+    dim: usize,
+    nq: usize,
+    n_cases: usize,
+    /// The tables without their data (kernel, `q`, extent, nodes,
+    /// normalisers), for [`level_scalings`]; never used for values.
+    shells: Vec<NearFieldTable>,
+    per_level: bool,
+}
+
+/// The validated pairs of an evaluation, host side.
+#[derive(Clone, Debug)]
+struct HostPairs {
+    starts: Vec<u32>,
+    sources: Vec<u32>,
+    cases: Vec<u8>,
+    box_levels: Vec<u8>,
+    scalings: Vec<LevelScaling>,
+}
+
+impl TableMeta {
+    fn shell(t: &NearFieldTable) -> NearFieldTable {
+        NearFieldTable {
+            kernel: t.kernel.clone(),
+            q: t.q,
+            extent: t.extent,
+            quad: t.quad,
+            cases: t.cases.clone(),
+            q_points: t.q_points.clone(),
+            mode_normalizers: t.mode_normalizers.clone(),
+            data: Vec::new(),
+        }
+    }
+
+    fn shell_of_reduced(t: &ReducedTable) -> NearFieldTable {
+        NearFieldTable {
+            kernel: t.kernel().clone(),
+            q: t.q(),
+            extent: t.extent(),
+            quad: *t.quadrature(),
+            cases: t.cases().clone(),
+            q_points: t.q_points().to_vec(),
+            mode_normalizers: t.mode_normalizers().to_vec(),
+            data: Vec::new(),
+        }
+    }
+
+    fn tables(&self) -> List1Tables<'_> {
+        if self.per_level {
+            List1Tables::PerLevel(&self.shells)
+        } else {
+            List1Tables::Scaled(&self.shells[0])
+        }
+    }
+
+    /// Checks the tables (kernel, `q`, scaling rule; sizes the device can
+    /// address) as [`level_scalings`] does, before any value is packed.
+    fn new(shells: Vec<NearFieldTable>, per_level: bool) -> Result<TableMeta> {
+        let Some(first) = shells.first() else {
+            return bad("per-level tables: the list is empty".into());
+        };
+        let (kernel, q, dim) = (first.kernel().clone(), first.q(), first.dim());
+        if !(dim == 2 || dim == 3) {
+            return bad(format!("dimension {dim}: must be 2 or 3"));
+        }
+        let n_cases = first.cases().len();
+        let nq = first.n_modes();
+        let meta = TableMeta {
+            kernel,
+            q,
+            dim,
+            nq,
+            n_cases,
+            shells,
+            per_level,
+        };
+        // The scaling rule (Scaled) or one kernel and q (PerLevel).
+        level_scalings(&meta.tables(), 1.0, &[])?;
+        if (n_cases as u64) * (nq as u64) * (nq as u64) > u64::from(u32::MAX) {
+            return bad(format!(
+                "{n_cases} cases × (q^d = {nq})² entries do not fit the device's 32-bit entry ids"
+            ));
+        }
+        Ok(meta)
+    }
+
+    /// The CPU evaluator's checks, in its order: the dimension, the boxes
+    /// and pairs, the source values (when given), the level scalings.
+    fn check(&self, boxes: &List1Boxes<'_>, values: Option<&[f64]>) -> Result<HostPairs> {
+        let d = boxes.dim;
+        if self.dim != d {
+            return Err(Error::InvalidInput(format!(
+                "list 1: the table is {}D, the boxes {d}D",
+                self.dim
+            )));
+        }
+        let pairs = boxes.pairs()?;
+        let n = boxes.n_boxes();
+        let nq = self.nq;
+        if let Some(v) = values {
+            check_values(v, n, nq)?;
+        }
+        let max_level = boxes.levels.iter().copied().max().unwrap_or(0) as usize;
+        let mut used = vec![false; max_level + 1];
+        for &s in boxes.source_boxes {
+            used[boxes.levels[s as usize] as usize] = true;
+        }
+        let scalings = level_scalings(&self.tables(), boxes.root_extent, &used)?;
+        if scalings.len() > sys::HIPKERN_LIST1_MAX_LEVELS as usize {
+            return bad(format!(
+                "levels 0..={max_level}: the device takes at most {} levels",
+                sys::HIPKERN_LIST1_MAX_LEVELS
+            ));
+        }
+        if n.checked_mul(nq).is_none() || boxes.target_boxes.len().checked_mul(nq).is_none() {
+            return bad(format!("{n} boxes × {nq} values overflow"));
+        }
+        Ok(HostPairs {
+            starts: boxes.source_starts.to_vec(),
+            sources: boxes.source_boxes.to_vec(),
+            cases: pairs.cases.iter().map(|&c| c as u8).collect(),
+            box_levels: boxes.levels.iter().map(|&l| l as u8).collect(),
+            scalings,
+        })
+    }
+}
+
+/// The source values check of the CPU evaluator (same messages).
+fn check_values(source_values: &[f64], n: usize, nq: usize) -> Result<()> {
+    if source_values.len() != n * nq {
+        return Err(Error::InvalidInput(format!(
+            "list 1: source_values has {} values, expected n_boxes × q^d = {n} × {nq}",
+            source_values.len()
+        )));
+    }
+    if let Some(i) = source_values.iter().position(|x| !x.is_finite()) {
+        return Err(Error::InvalidInput(format!(
+            "list 1: source value {} of box {} is not finite ({})",
+            i % nq,
+            i / nq,
+            source_values[i]
+        )));
+    }
+    Ok(())
+}
+
+/// The addressing of a layout, host side.
+#[derive(Clone, Debug)]
+enum HostAddressing {
+    Dense,
+    Orbit(Box<OrbitDescriptors>),
+    Fallback(Box<FallbackDescriptors>),
+}
+
+/// The host arrays of one layout, ready to upload (module docs).
+#[derive(Clone, Debug)]
+pub struct List1Payload {
+    layout: List1Layout,
+    meta: TableMeta,
+    n_tables: usize,
+    n_rows: usize,
+    values: Vec<f64>,
+    normalizers: Vec<f64>,
+    addressing: HostAddressing,
+}
+
+fn orbit_descriptors(kernel: &Kernel, q: usize) -> Result<OrbitDescriptors> {
+    if let Some(Derivative::DirectionalSource(v)) = kernel.derivative() {
+        return bad(format!(
+            "the ORBIT layout does not model the directional source derivative along {v:?} \
+             (its group keeps the direction collinear, not an axis); use the dense or the \
+             fallback layout"
+        ));
+    }
+    OrbitDescriptors::build(kernel, q)
+}
+
+/// Rows of the ORBIT layout from (full id, value) pairs holding at least
+/// every representative, ascending: each row takes its first entry's value
+/// times that entry's slot sign (0 for an entry zero by symmetry).
+fn pack_orbit(
+    desc: &OrbitDescriptors,
+    nq: usize,
+    entries: impl Iterator<Item = (usize, f64)>,
+) -> Result<Vec<f64>> {
+    let n = desc.n_rows();
+    let mut out = vec![0.0f64; n];
+    let mut seen = vec![false; n];
+    let mut left = n;
+    for (e, v) in entries {
+        let slot = desc.slot(e / (nq * nq), (e / nq) % nq, e % nq);
+        if !seen[slot.row] {
+            seen[slot.row] = true;
+            left -= 1;
+            out[slot.row] = if slot.sign == 0 {
+                0.0
+            } else {
+                f64::from(slot.sign) * v
+            };
+            if left == 0 {
+                break;
+            }
+        }
+    }
+    if let Some(r) = seen.iter().position(|s| !s) {
+        return bad(format!(
+            "ORBIT row {r} has no entry (inconsistent descriptors)"
+        ));
+    }
+    Ok(out)
+}
+
+impl List1Payload {
+    /// The payload of dense tables in `layout`. ORBIT rows take each
+    /// orbit's representative entry (the smallest full id), fallback rows
+    /// the representatives in order; orbits that are zero by symmetry get
+    /// exactly 0.
+    pub fn from_tables(tables: &List1Tables<'_>, layout: List1Layout) -> Result<List1Payload> {
+        let list: Vec<&NearFieldTable> = match tables {
+            List1Tables::Scaled(t) => vec![*t],
+            List1Tables::PerLevel(ts) => ts.iter().collect(),
+        };
+        let meta = TableMeta::new(
+            list.iter().map(|t| TableMeta::shell(t)).collect(),
+            matches!(tables, List1Tables::PerLevel(_)),
+        )?;
+        let (nq, q) = (meta.nq, meta.q);
+        let (addressing, n_rows, values) = match layout {
+            List1Layout::Dense => {
+                let n = meta.n_cases * nq * nq;
+                let mut v = Vec::with_capacity(n * list.len());
+                for t in &list {
+                    v.extend_from_slice(t.data());
+                }
+                (HostAddressing::Dense, n, v)
+            }
+            List1Layout::Orbit => {
+                let desc = orbit_descriptors(&meta.kernel, q)?;
+                let mut v = Vec::with_capacity(desc.n_rows() * list.len());
+                for t in &list {
+                    v.extend(pack_orbit(&desc, nq, t.data().iter().copied().enumerate())?);
+                }
+                (
+                    HostAddressing::Orbit(Box::new(desc.clone())),
+                    desc.n_rows(),
+                    v,
+                )
+            }
+            List1Layout::Fallback => {
+                let desc = FallbackDescriptors::prepare(&meta.kernel, q)?;
+                let mut v = Vec::with_capacity(desc.n_rows() * list.len());
+                for t in &list {
+                    v.extend(
+                        desc.representatives
+                            .iter()
+                            .zip(&desc.zero_by_symmetry)
+                            .map(|(&r, &z)| if z { 0.0 } else { t.data()[r as usize] }),
+                    );
+                }
+                let n = desc.n_rows();
+                (HostAddressing::Fallback(Box::new(desc)), n, v)
+            }
+        };
+        let normalizers = list[0].mode_normalizers().to_vec();
+        Ok(List1Payload {
+            layout,
+            n_tables: list.len(),
+            meta,
+            n_rows,
+            values,
+            normalizers,
+            addressing,
+        })
+    }
+
+    /// The payload of symmetry-reduced tables in `layout`: dense values
+    /// through [`ReducedTable::reconstruct_full_table_from_symmetry`], ORBIT
+    /// rows from the representatives (`row value = slot sign · value`),
+    /// fallback rows the reduced data itself (its ids must be the
+    /// fallback's representatives).
+    pub fn from_reduced(
+        tables: &List1ReducedTables<'_>,
+        layout: List1Layout,
+    ) -> Result<List1Payload> {
+        let list: Vec<&ReducedTable> = match tables {
+            List1ReducedTables::Scaled(t) => vec![*t],
+            List1ReducedTables::PerLevel(ts) => ts.iter().collect(),
+        };
+        let meta = TableMeta::new(
+            list.iter()
+                .map(|t| TableMeta::shell_of_reduced(t))
+                .collect(),
+            matches!(tables, List1ReducedTables::PerLevel(_)),
+        )?;
+        let (nq, q) = (meta.nq, meta.q);
+        let (addressing, n_rows, values) = match layout {
+            List1Layout::Dense => {
+                let n = meta.n_cases * nq * nq;
+                let mut v = Vec::with_capacity(n * list.len());
+                for t in &list {
+                    v.extend(t.reconstruct_full_table_from_symmetry());
+                }
+                (HostAddressing::Dense, n, v)
+            }
+            List1Layout::Orbit => {
+                let desc = orbit_descriptors(&meta.kernel, q)?;
+                let mut v = Vec::with_capacity(desc.n_rows() * list.len());
+                for t in &list {
+                    let reps = t
+                        .reduced_entry_ids()
+                        .iter()
+                        .zip(t.reduced_data())
+                        .map(|(&e, &x)| (e as usize, x));
+                    v.extend(pack_orbit(&desc, nq, reps)?);
+                }
+                let n = desc.n_rows();
+                (HostAddressing::Orbit(Box::new(desc)), n, v)
+            }
+            List1Layout::Fallback => {
+                let desc = FallbackDescriptors::prepare(&meta.kernel, q)?;
+                let mut v = Vec::with_capacity(desc.n_rows() * list.len());
+                for (l, t) in list.iter().enumerate() {
+                    if t.reduced_entry_ids() != &desc.representatives[..] {
+                        return bad(format!(
+                            "reduced table {l}: its {} representative ids are not the \
+                             fallback's {} representatives",
+                            t.reduced_entry_ids().len(),
+                            desc.representatives.len()
+                        ));
+                    }
+                    v.extend_from_slice(t.reduced_data());
+                }
+                let n = desc.n_rows();
+                (HostAddressing::Fallback(Box::new(desc)), n, v)
+            }
+        };
+        let normalizers = list[0].mode_normalizers().to_vec();
+        Ok(List1Payload {
+            layout,
+            n_tables: list.len(),
+            meta,
+            n_rows,
+            values,
+            normalizers,
+            addressing,
+        })
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> List1Layout {
+        self.layout
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> &Kernel {
+        &self.meta.kernel
+    }
+
+    /// Nodes per axis.
+    pub fn q(&self) -> usize {
+        self.meta.q
+    }
+
+    /// The dimension.
+    pub fn dim(&self) -> usize {
+        self.meta.dim
+    }
+
+    /// Tables (1, or one per level).
+    pub fn n_tables(&self) -> usize {
+        self.n_tables
+    }
+
+    /// Values per table (every entry for dense, compact rows otherwise).
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+
+    /// The values as uploaded (`n_tables × n_rows`).
+    pub fn values(&self) -> &[f64] {
+        &self.values
+    }
+
+    /// Bytes an upload of this payload sends.
+    pub fn upload_bytes(&self) -> List1UploadBytes {
+        List1UploadBytes {
+            values: self.values.len() * 8,
+            descriptors: match &self.addressing {
+                HostAddressing::Dense => 0,
+                HostAddressing::Orbit(d) => d.metadata_bytes(),
+                HostAddressing::Fallback(d) => d.metadata_bytes(),
+            },
+            normalizers: self.normalizers.len() * 8,
+        }
+    }
+
+    /// Entry `(case, s, t)` of table `table` as the layout reconstructs it
+    /// (the value the device reads): dense the value, ORBIT `slot sign ·
+    /// row`, fallback `sign · row` of its slot.
+    pub fn entry(&self, table: usize, case: usize, s: usize, t: usize) -> Result<f64> {
+        let nq = self.meta.nq;
+        if table >= self.n_tables || case >= self.meta.n_cases || s >= nq || t >= nq {
+            return bad(format!(
+                "entry (table {table}, case {case}, source mode {s}, target point {t}) out of \
+                 range ({} tables, {} cases, {nq} points)",
+                self.n_tables, self.meta.n_cases
+            ));
+        }
+        let base = table * self.n_rows;
+        Ok(match &self.addressing {
+            HostAddressing::Dense => self.values[base + (case * nq + s) * nq + t],
+            HostAddressing::Orbit(d) => {
+                let slot = d.slot(case, s, t);
+                if slot.sign == 0 {
+                    0.0
+                } else {
+                    f64::from(slot.sign) * self.values[base + slot.row]
+                }
+            }
+            HostAddressing::Fallback(d) => {
+                let slot = d.slot(case, s, t)?;
+                f64::from(slot.sign) * self.values[base + slot.row as usize]
+            }
+        })
+    }
+
+    /// The checks an evaluation makes before anything is launched
+    /// (module docs), without a device: boxes and lists, `source_values`
+    /// when given, and the level scalings.
+    pub fn check(&self, boxes: &List1Boxes<'_>, source_values: Option<&[f64]>) -> Result<()> {
+        self.meta.check(boxes, source_values).map(|_| ())
+    }
+}
+
+/// The addressing of a layout, on the device.
+enum DeviceAddressing {
+    Dense,
+    Orbit {
+        ranks: DeviceBuffer<u16>,
+        perm: DeviceBuffer<u8>,
+        sign: DeviceBuffer<i8>,
+        group: DeviceBuffer<u8>,
+        offsets: DeviceBuffer<u32>,
+        axis_sign_power: DeviceBuffer<u8>,
+        n_case_orbits: usize,
+    },
+    Fallback {
+        qmap: DeviceBuffer<u16>,
+        cmap: DeviceBuffer<u8>,
+        signs: DeviceBuffer<i8>,
+        keys: DeviceBuffer<u32>,
+        rows: DeviceBuffer<u32>,
+        probe_count: u32,
+        sign_ids: DeviceBuffer<u32>,
+        sign_signs: DeviceBuffer<i8>,
+        n_transforms: usize,
+    },
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A table on one device in one layout (module docs). Evaluates any
+/// number of times; `Send + Sync` through its parts (device buffers and
+/// host data).
+pub struct List1Evaluator {
+    id: u64,
+    device: Device,
+    layout: List1Layout,
+    meta: TableMeta,
+    n_tables: usize,
+    n_rows: usize,
+    values: DeviceBuffer<f64>,
+    normalizers: DeviceBuffer<f64>,
+    addressing: DeviceAddressing,
+    bytes: List1UploadBytes,
+    batch: usize,
+}
+
+impl std::fmt::Debug for List1Evaluator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("List1Evaluator")
+            .field("device", &self.device)
+            .field("layout", &self.layout)
+            .field("kernel", &self.meta.kernel)
+            .field("q", &self.meta.q)
+            .field("n_tables", &self.n_tables)
+            .field("n_rows", &self.n_rows)
+            .field("bytes", &self.bytes)
+            .field("target_batch_size", &self.batch)
+            .finish()
+    }
+}
+
+/// The validated boxes and lists of one tree for one evaluator, on its
+/// device ([`List1Evaluator::plan`]).
+pub struct List1DevicePlan {
+    evaluator: u64,
+    device: usize,
+    n_targets: usize,
+    n_boxes: usize,
+    n_pairs: usize,
+    displacement_pairs: usize,
+    n_levels: usize,
+    starts: DeviceBuffer<u32>,
+    sources: DeviceBuffer<u32>,
+    cases: DeviceBuffer<u8>,
+    box_levels: DeviceBuffer<u8>,
+    level_scale: DeviceBuffer<f64>,
+    level_displacement: DeviceBuffer<f64>,
+    level_table: DeviceBuffer<u32>,
+    bytes: usize,
+}
+
+impl std::fmt::Debug for List1DevicePlan {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("List1DevicePlan")
+            .field("device", &self.device)
+            .field("n_targets", &self.n_targets)
+            .field("n_boxes", &self.n_boxes)
+            .field("n_pairs", &self.n_pairs)
+            .field("bytes", &self.bytes)
+            .finish()
+    }
+}
+
+impl List1DevicePlan {
+    /// Target boxes (output rows of `q^d` values).
+    pub fn n_targets(&self) -> usize {
+        self.n_targets
+    }
+
+    /// Boxes (source value rows of `q^d` values).
+    pub fn n_boxes(&self) -> usize {
+        self.n_boxes
+    }
+
+    /// (target box, source box) pairs.
+    pub fn n_pairs(&self) -> usize {
+        self.n_pairs
+    }
+
+    /// Pairs whose source level has a nonzero displacement (2D Laplace).
+    pub fn displacement_pairs(&self) -> usize {
+        self.displacement_pairs
+    }
+
+    /// Bytes the plan uploaded (offsets, source boxes, cases, levels,
+    /// per-level scalings).
+    pub fn upload_bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
+fn upload<T: DeviceRepr>(device: &Device, host: &[T]) -> Result<DeviceBuffer<T>> {
+    device.htod_copy(host)
+}
+
+impl List1Evaluator {
+    /// Uploads `payload` to `device` (synchronously). The target batch size
+    /// starts at [`DEFAULT_TARGET_BATCH_SIZE`].
+    pub fn new(device: &Device, payload: &List1Payload) -> Result<List1Evaluator> {
+        let values = upload(device, &payload.values)?;
+        let normalizers = upload(device, &payload.normalizers)?;
+        let addressing = match &payload.addressing {
+            HostAddressing::Dense => DeviceAddressing::Dense,
+            HostAddressing::Orbit(d) => DeviceAddressing::Orbit {
+                ranks: upload(device, &d.case_orbit_ranks)?,
+                perm: upload(device, &d.case_axis_perm)?,
+                sign: upload(device, &d.case_axis_sign)?,
+                group: upload(device, &d.case_axis_group)?,
+                offsets: upload(device, &d.case_value_offsets)?,
+                axis_sign_power: upload(device, &d.axis_sign_power)?,
+                n_case_orbits: d.n_case_orbits(),
+            },
+            HostAddressing::Fallback(d) => DeviceAddressing::Fallback {
+                qmap: upload(device, &d.transform_qpoint_map)?,
+                cmap: upload(device, &d.transform_case_map)?,
+                signs: upload(device, &d.transform_signs)?,
+                keys: upload(device, &d.representative_lookup_keys)?,
+                rows: upload(device, &d.representative_lookup_rows)?,
+                probe_count: d.probe_count,
+                sign_ids: upload(device, &d.sign_lookup_ids)?,
+                sign_signs: upload(device, &d.sign_lookup_signs)?,
+                n_transforms: d.n_transforms(),
+            },
+        };
+        Ok(List1Evaluator {
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            device: device.clone(),
+            layout: payload.layout,
+            meta: payload.meta.clone(),
+            n_tables: payload.n_tables,
+            n_rows: payload.n_rows,
+            values,
+            normalizers,
+            addressing,
+            bytes: payload.upload_bytes(),
+            batch: DEFAULT_TARGET_BATCH_SIZE,
+        })
+    }
+
+    /// [`List1Payload::from_tables`] uploaded.
+    pub fn from_tables(
+        device: &Device,
+        tables: &List1Tables<'_>,
+        layout: List1Layout,
+    ) -> Result<List1Evaluator> {
+        List1Evaluator::new(device, &List1Payload::from_tables(tables, layout)?)
+    }
+
+    /// [`List1Payload::from_reduced`] uploaded.
+    pub fn from_reduced(
+        device: &Device,
+        tables: &List1ReducedTables<'_>,
+        layout: List1Layout,
+    ) -> Result<List1Evaluator> {
+        List1Evaluator::new(device, &List1Payload::from_reduced(tables, layout)?)
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> List1Layout {
+        self.layout
+    }
+
+    /// The kernel.
+    pub fn kernel(&self) -> &Kernel {
+        &self.meta.kernel
+    }
+
+    /// Nodes per axis.
+    pub fn q(&self) -> usize {
+        self.meta.q
+    }
+
+    /// The dimension.
+    pub fn dim(&self) -> usize {
+        self.meta.dim
+    }
+
+    /// `q^d`: values per box.
+    pub fn n_modes(&self) -> usize {
+        self.meta.nq
+    }
+
+    /// Tables (1, or one per level).
+    pub fn n_tables(&self) -> usize {
+        self.n_tables
+    }
+
+    /// Values per table.
+    pub fn n_rows(&self) -> usize {
+        self.n_rows
+    }
+
+    /// Bytes the table upload sent (values + descriptors + normalisers).
+    pub fn upload_bytes(&self) -> List1UploadBytes {
+        self.bytes
+    }
+
+    /// `list1_target_batch_size`: threads per target box.
+    pub fn target_batch_size(&self) -> usize {
+        self.batch
+    }
+
+    /// Sets `list1_target_batch_size` (1..=[`MAX_TARGET_BATCH_SIZE`]); the
+    /// output does not depend on it, bit for bit.
+    pub fn set_target_batch_size(&mut self, n: usize) -> Result<()> {
+        if !(1..=MAX_TARGET_BATCH_SIZE).contains(&n) {
+            return bad(format!(
+                "list1_target_batch_size {n}: must be in 1..={MAX_TARGET_BATCH_SIZE}"
+            ));
+        }
+        self.batch = n;
+        Ok(())
+    }
+
+    /// Validates `boxes` as the CPU evaluator does (module docs) and
+    /// uploads them for this evaluator (synchronously).
+    pub fn plan(&self, boxes: &List1Boxes<'_>) -> Result<List1DevicePlan> {
+        let hp = self.meta.check(boxes, None)?;
+        self.upload_plan(&hp)
+    }
+
+    fn upload_plan(&self, hp: &HostPairs) -> Result<List1DevicePlan> {
+        let d = &self.device;
+        let scale: Vec<f64> = hp.scalings.iter().map(|s| s.scale).collect();
+        let disp: Vec<f64> = hp.scalings.iter().map(|s| s.displacement).collect();
+        let table: Vec<u32> = hp.scalings.iter().map(|s| s.table as u32).collect();
+        let displacement_pairs = hp
+            .sources
+            .iter()
+            .filter(|&&s| disp[usize::from(hp.box_levels[s as usize])] != 0.0)
+            .count();
+        let bytes = 4 * (hp.starts.len() + hp.sources.len())
+            + hp.cases.len()
+            + hp.box_levels.len()
+            + 20 * scale.len();
+        Ok(List1DevicePlan {
+            evaluator: self.id,
+            device: d.ordinal(),
+            n_targets: hp.starts.len() - 1,
+            n_boxes: hp.box_levels.len(),
+            n_pairs: hp.sources.len(),
+            displacement_pairs,
+            n_levels: scale.len(),
+            starts: upload(d, &hp.starts)?,
+            sources: upload(d, &hp.sources)?,
+            cases: upload(d, &hp.cases)?,
+            box_levels: upload(d, &hp.box_levels)?,
+            level_scale: upload(d, &scale)?,
+            level_displacement: upload(d, &disp)?,
+            level_table: upload(d, &table)?,
+            bytes,
+        })
+    }
+
+    fn same_device(&self, what: &str, ordinal: usize) -> Result<()> {
+        if ordinal != self.device.ordinal() {
+            return bad(format!(
+                "{what} is on device {ordinal}, the evaluator's table on device {}",
+                self.device.ordinal()
+            ));
+        }
+        Ok(())
+    }
+
+    /// List 1 of `source_values` (`n_boxes × q^d` on the device) over
+    /// `plan` into `out` (`n_targets × q^d`, fully overwritten),
+    /// asynchronously on `stream`. Checked before anything is launched: the
+    /// plan is this evaluator's, everything is on its device, the lengths.
+    /// Device-resident source values are not checked for finiteness (a
+    /// non-finite value reaches the targets whose lists hold its box).
+    pub fn evaluate_into(
+        &self,
+        stream: &Stream,
+        plan: &List1DevicePlan,
+        source_values: &DeviceBuffer<f64>,
+        out: &mut DeviceBuffer<f64>,
+    ) -> Result<()> {
+        if plan.evaluator != self.id {
+            return bad(
+                "the plan was made by another evaluator (its level scalings belong to that \
+                 evaluator's tables)"
+                    .into(),
+            );
+        }
+        self.same_device("the stream", stream.device().ordinal())?;
+        self.same_device("the plan", plan.device)?;
+        self.same_device("source_values", source_values.device().ordinal())?;
+        self.same_device("out", out.device().ordinal())?;
+        let nq = self.meta.nq;
+        if source_values.len() != plan.n_boxes * nq {
+            return bad(format!(
+                "source_values has {} values, expected n_boxes × q^d = {} × {nq}",
+                source_values.len(),
+                plan.n_boxes
+            ));
+        }
+        if out.len() != plan.n_targets * nq {
+            return bad(format!(
+                "out has {} values, expected n_targets × q^d = {} × {nq}",
+                out.len(),
+                plan.n_targets
+            ));
+        }
+        // SAFETY: every pointer is a live device buffer of this device with
+        // the length the descriptors say (checked above and at upload); the
+        // plan's indices were validated on the host (box ids < n_boxes, case
+        // ids < n_cases, levels < n_levels, tables < n_tables), and the
+        // descriptors come from OrbitDescriptors / FallbackDescriptors of
+        // this kernel and q, so every read the kernel makes is in bounds.
+        unsafe { self.launch(stream, plan, source_values.as_ptr(), out.as_mut_ptr()) }
+    }
+
+    /// # Safety
+    /// `f` and `out` point to `n_boxes·q^d` and `n_targets·q^d` float64 on
+    /// the evaluator's device, `plan` is this evaluator's.
+    unsafe fn launch(
+        &self,
+        stream: &Stream,
+        plan: &List1DevicePlan,
+        f: *const f64,
+        out: *mut f64,
+    ) -> Result<()> {
+        let null8 = std::ptr::null::<u8>();
+        let mut t = sys::hipkern_list1_table {
+            layout: self.layout.raw(),
+            dim: self.meta.dim as i32,
+            q: self.meta.q as i32,
+            n_cases: self.meta.n_cases as i32,
+            n_tables: self.n_tables as i32,
+            n_rows: self.n_rows as i64,
+            values: self.values.as_ptr(),
+            mode_normalizers: self.normalizers.as_ptr(),
+            n_case_orbits: 0,
+            case_orbit_ranks: std::ptr::null(),
+            case_axis_perm: null8,
+            case_axis_sign: std::ptr::null(),
+            case_axis_group: null8,
+            case_value_offsets: std::ptr::null(),
+            axis_sign_power: null8,
+            n_transforms: 0,
+            transform_qpoint_map: std::ptr::null(),
+            transform_case_map: null8,
+            transform_signs: std::ptr::null(),
+            lookup_size: 0,
+            probe_count: 0,
+            lookup_keys: std::ptr::null(),
+            lookup_rows: std::ptr::null(),
+            n_sign_lookup: 0,
+            sign_lookup_ids: std::ptr::null(),
+            sign_lookup_signs: std::ptr::null(),
+        };
+        match &self.addressing {
+            DeviceAddressing::Dense => {}
+            DeviceAddressing::Orbit {
+                ranks,
+                perm,
+                sign,
+                group,
+                offsets,
+                axis_sign_power,
+                n_case_orbits,
+            } => {
+                t.n_case_orbits = *n_case_orbits as i32;
+                t.case_orbit_ranks = ranks.as_ptr();
+                t.case_axis_perm = perm.as_ptr();
+                t.case_axis_sign = sign.as_ptr();
+                t.case_axis_group = group.as_ptr();
+                t.case_value_offsets = offsets.as_ptr();
+                t.axis_sign_power = axis_sign_power.as_ptr();
+            }
+            DeviceAddressing::Fallback {
+                qmap,
+                cmap,
+                signs,
+                keys,
+                rows,
+                probe_count,
+                sign_ids,
+                sign_signs,
+                n_transforms,
+            } => {
+                t.n_transforms = *n_transforms as i32;
+                t.transform_qpoint_map = qmap.as_ptr();
+                t.transform_case_map = cmap.as_ptr();
+                t.transform_signs = signs.as_ptr();
+                t.lookup_size = keys.len() as u32;
+                t.probe_count = *probe_count;
+                t.lookup_keys = keys.as_ptr();
+                t.lookup_rows = rows.as_ptr();
+                t.n_sign_lookup = sign_ids.len() as u32;
+                t.sign_lookup_ids = sign_ids.as_ptr();
+                t.sign_lookup_signs = sign_signs.as_ptr();
+            }
+        }
+        let p = sys::hipkern_list1_pairs {
+            n_targets: plan.n_targets as i64,
+            n_boxes: plan.n_boxes as i64,
+            n_pairs: plan.n_pairs as i64,
+            n_levels: plan.n_levels as i32,
+            source_starts: plan.starts.as_ptr(),
+            source_boxes: plan.sources.as_ptr(),
+            pair_cases: plan.cases.as_ptr(),
+            box_levels: plan.box_levels.as_ptr(),
+            level_scale: plan.level_scale.as_ptr(),
+            level_displacement: plan.level_displacement.as_ptr(),
+            level_table: plan.level_table.as_ptr(),
+        };
+        self.device.bind()?;
+        // SAFETY: the caller's contract (see above); the structs live
+        // across the call, which copies them into the launch.
+        let status = unsafe {
+            sys::hipkern_list1_evaluate(&t, &p, f, out, self.batch as i32, stream.as_raw())
+        };
+        check("hipkern_list1_evaluate", status)
+    }
+
+    /// List 1 of host `source_values` over host `boxes`: validated as the
+    /// CPU evaluator validates (same checks, same order, same messages),
+    /// uploaded, evaluated on `stream` and downloaded (`n_targets × q^d`,
+    /// per target box in node order, as [`super::evaluate_list1`]).
+    pub fn evaluate(
+        &self,
+        stream: &Stream,
+        boxes: &List1Boxes<'_>,
+        source_values: &[f64],
+    ) -> Result<Vec<f64>> {
+        let hp = self.meta.check(boxes, Some(source_values))?;
+        let plan = self.upload_plan(&hp)?;
+        self.evaluate_plan(stream, &plan, source_values)
+    }
+
+    /// List 1 of host `source_values` over an uploaded plan (checked:
+    /// length and finite values, as the CPU evaluator), into a `Vec`.
+    pub fn evaluate_plan(
+        &self,
+        stream: &Stream,
+        plan: &List1DevicePlan,
+        source_values: &[f64],
+    ) -> Result<Vec<f64>> {
+        check_values(source_values, plan.n_boxes, self.meta.nq)?;
+        self.same_device("the stream", stream.device().ordinal())?;
+        let f = upload(&self.device, source_values)?;
+        let mut out = self.device.alloc::<f64>(plan.n_targets * self.meta.nq)?;
+        self.evaluate_into(stream, plan, &f, &mut out)?;
+        let mut host = vec![f64::NAN; out.len()];
+        // SAFETY: `host` is exclusively borrowed here and the synchronize
+        // below waits for the copy before it is read or dropped.
+        unsafe { stream.copy_dtoh_async(&out.as_slice(), &mut host)? };
+        stream.synchronize()?;
+        Ok(host)
+    }
+}

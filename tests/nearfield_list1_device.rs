@@ -1,0 +1,923 @@
+//! The device List 1 evaluator (`List1Evaluator`) against the CPU float64
+//! evaluator (`evaluate_list1`), SPEC §6.
+//!
+//! GPU tests (ignored unless `--include-ignored`): every layout (dense,
+//! ORBIT, descriptor fallback) and every kernel of the tables issue
+//! (Laplace, Constant, Yukawa with per-level tables, axis target and source
+//! derivatives, a directional source derivative — dense and fallback only;
+//! ORBIT refuses it), 2D and 3D, q = 1..4, on random 2:1-balanced trees
+//! with a root that is neither the unit box nor at the origin, fresh random
+//! source values; the output buffer is poisoned (NaN) before every run and
+//! every element is checked. Tables are symmetry-reduced builds
+//! (`ReducedTable::build`, cheap quadrature orders in 3D: the evaluator's
+//! correctness does not depend on how accurate the entries are), the CPU
+//! reference runs on their dense reconstruction, and a few dense builds
+//! (`NearFieldTable::build`) go through `List1Evaluator::from_tables`.
+//! Accepted: relative max-norm error ≤ 1e−13; measured and asserted:
+//! bitwise equality wherever the layouts hold the CPU's entry values (the
+//! kernel never contracts into FMAs), and batch sizes 1, 32 (and 7, 64)
+//! bitwise equal to each other.
+//!
+//! CPU tests (always): without a device the API is a clean error; every
+//! layout's payload reconstructs every entry of a reduced table with
+//! synthetic values exactly (so packing and addressing are checked
+//! without quadrature); the bytes each layout uploads; the refusals (ORBIT
+//! and a directional derivative, Yukawa without per-level tables); and the
+//! host validation gives the CPU evaluator's own errors for bad inputs.
+use hipkern::nearfield::{
+    evaluate_list1, BalancedTree, DenseOrbits, EntryQuadrature, FallbackDescriptors, Kernel,
+    List1Boxes, List1Evaluator, List1Layout, List1Payload, List1ReducedTables, List1Tables,
+    NearFieldTable, OrbitDescriptors, RandomTreeConfig, ReducedTable,
+};
+use hipkern::rng::SplitMix64;
+use hipkern::{runtime, Device, Error, Stream};
+
+/// The issue's tolerance (relative, max-norm).
+const TOL: f64 = 1e-13;
+
+// ---------------------------------------------------------------- inputs
+
+/// The kernels of the tables issue in dimension `dim` (name, kernel).
+fn kernels(dim: usize) -> Vec<(&'static str, Kernel)> {
+    let l = Kernel::laplace(dim).unwrap();
+    let dir: Vec<f64> = if dim == 2 {
+        vec![0.7, 0.7]
+    } else {
+        vec![0.4, -0.4, 0.4]
+    };
+    vec![
+        ("laplace", l.clone()),
+        ("constant", Kernel::constant(dim).unwrap()),
+        ("yukawa", Kernel::yukawa(dim, 1.7).unwrap()),
+        (
+            "target-deriv",
+            l.clone().axis_target_derivative(dim - 1).unwrap(),
+        ),
+        ("source-deriv", l.clone().axis_source_derivative(0).unwrap()),
+        (
+            "directional",
+            l.directional_source_derivative(&dir).unwrap(),
+        ),
+    ]
+}
+
+fn is_yukawa(k: &Kernel) -> bool {
+    matches!(k.base(), hipkern::nearfield::BaseKernel::Yukawa { .. })
+}
+
+fn is_directional(k: &Kernel) -> bool {
+    matches!(
+        k.derivative(),
+        Some(hipkern::nearfield::Derivative::DirectionalSource(_))
+    )
+}
+
+/// Quadrature orders: the defaults in 2D, cheap ones in 3D (module docs).
+fn quad(dim: usize) -> EntryQuadrature {
+    if dim == 2 {
+        EntryQuadrature::default()
+    } else {
+        EntryQuadrature {
+            radial_level: 2,
+            angular_order: 5,
+        }
+    }
+}
+
+/// A random 2:1-balanced tree with an off-origin, non-unit root.
+fn tree(dim: usize, seed: u64, max_level: u32) -> BalancedTree {
+    let mut cfg = RandomTreeConfig::new(dim, seed, max_level);
+    cfg.root_lower = (0..dim).map(|k| -0.4 + 0.3 * k as f64).collect();
+    cfg.root_extent = 1.3;
+    BalancedTree::random(&cfg).unwrap()
+}
+
+fn random_values(rng: &mut SplitMix64, n: usize) -> Vec<f64> {
+    (0..n).map(|_| 0.5 + rng.uniform_pm1()).collect()
+}
+
+/// Reduced tables for a kernel on a tree: one scaled table, or (Yukawa)
+/// one per level `0..=max_level`, built for the levels of the tree's
+/// boxes (other levels hold a copy: they are never read).
+enum Tables {
+    Scaled(Box<ReducedTable>),
+    PerLevel(Vec<ReducedTable>),
+}
+
+impl Tables {
+    fn build(k: &Kernel, q: usize, t: &BalancedTree) -> Tables {
+        let d = t.dim();
+        if !is_yukawa(k) {
+            return Tables::Scaled(Box::new(ReducedTable::build(k, q, 0.9, &quad(d)).unwrap()));
+        }
+        let top = t.max_level();
+        let mut used = vec![false; top as usize + 1];
+        for &l in t.levels() {
+            used[l as usize] = true;
+        }
+        let built: Vec<Option<ReducedTable>> = (0..=top)
+            .map(|l| {
+                used[l as usize].then(|| {
+                    let h = t.root_extent() / f64::from(1u32 << l);
+                    ReducedTable::build(k, q, h, &quad(d)).unwrap()
+                })
+            })
+            .collect();
+        let any = built.iter().flatten().next().unwrap().clone();
+        Tables::PerLevel(
+            built
+                .into_iter()
+                .map(|x| x.unwrap_or_else(|| any.clone()))
+                .collect(),
+        )
+    }
+
+    fn view(&self) -> List1ReducedTables<'_> {
+        match self {
+            Tables::Scaled(t) => List1ReducedTables::Scaled(t),
+            Tables::PerLevel(ts) => List1ReducedTables::PerLevel(ts),
+        }
+    }
+
+    /// The dense reconstructions (the CPU reference's tables).
+    fn dense(&self) -> Vec<NearFieldTable> {
+        let one = |t: &ReducedTable| {
+            NearFieldTable::from_parts(
+                t.kernel(),
+                t.q(),
+                t.extent(),
+                t.quadrature(),
+                t.reconstruct_full_table_from_symmetry(),
+            )
+            .unwrap()
+        };
+        match self {
+            Tables::Scaled(t) => vec![one(t)],
+            Tables::PerLevel(ts) => ts.iter().map(one).collect(),
+        }
+    }
+}
+
+fn cpu_reference(
+    dense: &[NearFieldTable],
+    per_level: bool,
+    boxes: &List1Boxes<'_>,
+    f: &[f64],
+) -> Vec<f64> {
+    let tables = if per_level {
+        List1Tables::PerLevel(dense)
+    } else {
+        List1Tables::Scaled(&dense[0])
+    };
+    evaluate_list1(boxes, &tables, f).unwrap()
+}
+
+/// `‖got − want‖∞ / ‖want‖∞` and the number of elements whose bits
+/// differ (±0 counted equal). Panics on a non-finite element.
+fn compare(what: &str, got: &[f64], want: &[f64]) -> (f64, usize) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let mut num = 0.0f64;
+    let mut den = 0.0f64;
+    let mut differ = 0;
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        assert!(g.is_finite(), "{what}: element {i} is {g} (want {w})");
+        num = num.max((g - w).abs());
+        den = den.max(w.abs());
+        if g.to_bits() != w.to_bits() && !(g == 0.0 && w == 0.0) {
+            differ += 1;
+        }
+    }
+    (if den > 0.0 { num / den } else { num }, differ)
+}
+
+fn gpu() -> (Device, Stream) {
+    let d = Device::new(0).expect("a GPU is required for this test");
+    let s = d.new_stream().unwrap();
+    (d, s)
+}
+
+/// One evaluator run through `evaluate_into` into a poisoned buffer; the
+/// whole output downloaded.
+fn run_into(
+    ev: &List1Evaluator,
+    stream: &Stream,
+    plan: &hipkern::nearfield::List1DevicePlan,
+    f: &hipkern::DeviceBuffer<f64>,
+) -> Vec<f64> {
+    let n = plan.n_targets() * ev.n_modes();
+    let mut out = ev.device().alloc::<f64>(n).unwrap();
+    stream.fill(&mut out.as_slice_mut(), f64::NAN).unwrap();
+    ev.evaluate_into(stream, plan, f, &mut out).unwrap();
+    stream.synchronize().unwrap();
+    out.to_vec().unwrap()
+}
+
+/// Every layout of `tables` (ORBIT refused for a directional derivative)
+/// against `want`, with batch sizes 1, 32, 7 and 64 bitwise equal, and the
+/// `Vec` path equal to the buffer path. `exact`: assert bitwise equality
+/// with `want` too. Returns the worst error.
+#[allow(clippy::too_many_arguments)]
+fn check_layouts(
+    what: &str,
+    device: &Device,
+    stream: &Stream,
+    payloads: &dyn Fn(List1Layout) -> hipkern::Result<List1Payload>,
+    directional: bool,
+    boxes: &List1Boxes<'_>,
+    f: &[f64],
+    want: &[f64],
+    exact: bool,
+) -> f64 {
+    let fd = device.htod_copy(f).unwrap();
+    let mut worst = 0.0f64;
+    for layout in List1Layout::ALL {
+        let payload = payloads(layout);
+        if directional && layout == List1Layout::Orbit {
+            let e = payload.unwrap_err().to_string();
+            assert!(
+                e.contains("ORBIT") && e.contains("directional"),
+                "{what}: {e}"
+            );
+            continue;
+        }
+        let payload = payload.unwrap();
+        let mut ev = List1Evaluator::new(device, &payload).unwrap();
+        assert_eq!(ev.upload_bytes(), payload.upload_bytes());
+        let plan = ev.plan(boxes).unwrap();
+        let mut first: Option<Vec<f64>> = None;
+        for batch in [1usize, 32, 7, 64] {
+            ev.set_target_batch_size(batch).unwrap();
+            let got = run_into(&ev, stream, &plan, &fd);
+            let (err, differ) = compare(&format!("{what} {layout} batch {batch}"), &got, want);
+            assert!(
+                err <= TOL,
+                "{what} {layout} batch {batch}: relative error {err:.3e}"
+            );
+            if exact {
+                assert_eq!(
+                    differ, 0,
+                    "{what} {layout} batch {batch}: {differ} elements differ in their bits"
+                );
+            }
+            worst = worst.max(err);
+            match &first {
+                None => {
+                    eprintln!(
+                        "{what} {layout}: rel err {err:.2e}, {differ}/{} bits differ, {} B values + {} B descriptors",
+                        got.len(),
+                        payload.upload_bytes().values,
+                        payload.upload_bytes().descriptors
+                    );
+                    first = Some(got);
+                }
+                Some(b1) => {
+                    let same = b1.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
+                    assert!(same, "{what} {layout}: batch {batch} differs from batch 1");
+                }
+            }
+        }
+        ev.set_target_batch_size(1).unwrap();
+        let v = ev.evaluate(stream, boxes, f).unwrap();
+        let b1 = first.unwrap();
+        assert!(
+            v.iter().zip(&b1).all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{what} {layout}: evaluate() differs from evaluate_into()"
+        );
+    }
+    worst
+}
+
+/// Reduced tables of every kernel at `qs` on a random tree of `dim`, all
+/// layouts against the CPU on their reconstruction, bitwise.
+fn reduced_case(dim: usize, qs: &[usize], max_level: u32, only: Option<&[&str]>) {
+    let (device, stream) = gpu();
+    let t = tree(dim, 0x1157 + dim as u64, max_level);
+    let targets = t.all_boxes();
+    let boxes = t.list1_boxes(&targets);
+    eprintln!(
+        "{dim}D tree: {} boxes, {} pairs, levels {:?}..{}",
+        t.n_boxes(),
+        t.list1_sources().len(),
+        t.levels().iter().min(),
+        t.max_level()
+    );
+    let mut rng = SplitMix64::new(0xD1CE ^ dim as u64);
+    for &q in qs {
+        let nq = q.pow(dim as u32);
+        for (name, k) in kernels(dim) {
+            if only.is_some_and(|o| !o.contains(&name)) {
+                continue;
+            }
+            let tables = Tables::build(&k, q, &t);
+            let dense = tables.dense();
+            let f = random_values(&mut rng, t.n_boxes() * nq);
+            let want = cpu_reference(&dense, matches!(tables, Tables::PerLevel(_)), &boxes, &f);
+            let view = tables.view();
+            let payloads = |l: List1Layout| List1Payload::from_reduced(&view, l);
+            check_layouts(
+                &format!("{dim}D {name} q={q}"),
+                &device,
+                &stream,
+                &payloads,
+                is_directional(&k),
+                &boxes,
+                &f,
+                &want,
+                true,
+            );
+        }
+    }
+}
+
+// ------------------------------------------------------------ always run
+
+#[test]
+fn without_a_device_the_api_is_a_clean_error() {
+    match Device::new(0) {
+        Err(e) => {
+            if runtime::platform() == "cpu" {
+                // No Device exists, so no List1Evaluator can be made: this
+                // is the error a caller meets.
+                assert_eq!(e, Error::NoToolchain { platform: "cpu" });
+            }
+        }
+        Ok(d) => assert_ne!(runtime::platform(), "cpu", "{d:?}"),
+    }
+    // The C ABI: its argument checks come before any runtime call, so this
+    // needs no device; the cpu stub says there is no toolchain.
+    let expect_bad = if runtime::platform() == "cpu" {
+        hipkern_sys::HIPKERN_ERROR_NO_TOOLCHAIN
+    } else {
+        hipkern_sys::HIPKERN_ERROR_INVALID_ARGUMENT
+    };
+    let k = Kernel::laplace(2).unwrap();
+    let reps = DenseOrbits::build(&k, 1).unwrap();
+    let red = ReducedTable::from_parts(
+        &k,
+        1,
+        1.0,
+        &EntryQuadrature::default(),
+        reps.representatives.clone(),
+        vec![1.0; reps.n_representatives()],
+    )
+    .unwrap();
+    let p = List1Payload::from_reduced(&List1ReducedTables::Scaled(&red), List1Layout::Dense);
+    assert!(p.is_ok());
+    let null = std::ptr::null::<f64>();
+    let dummy = [0.0f64; 1];
+    let table = hipkern_sys::hipkern_list1_table {
+        layout: hipkern_sys::HIPKERN_LIST1_DENSE,
+        dim: 2,
+        q: 1,
+        n_cases: 33,
+        n_tables: 1,
+        n_rows: 33,
+        values: dummy.as_ptr(),
+        mode_normalizers: dummy.as_ptr(),
+        n_case_orbits: 0,
+        case_orbit_ranks: std::ptr::null(),
+        case_axis_perm: std::ptr::null(),
+        case_axis_sign: std::ptr::null(),
+        case_axis_group: std::ptr::null(),
+        case_value_offsets: std::ptr::null(),
+        axis_sign_power: std::ptr::null(),
+        n_transforms: 0,
+        transform_qpoint_map: std::ptr::null(),
+        transform_case_map: std::ptr::null(),
+        transform_signs: std::ptr::null(),
+        lookup_size: 0,
+        probe_count: 0,
+        lookup_keys: std::ptr::null(),
+        lookup_rows: std::ptr::null(),
+        n_sign_lookup: 0,
+        sign_lookup_ids: std::ptr::null(),
+        sign_lookup_signs: std::ptr::null(),
+    };
+    let pairs = hipkern_sys::hipkern_list1_pairs {
+        n_targets: 1,
+        n_boxes: 1,
+        n_pairs: 1,
+        n_levels: 1,
+        source_starts: std::ptr::null(),
+        source_boxes: std::ptr::null(),
+        pair_cases: std::ptr::null(),
+        box_levels: std::ptr::null(),
+        level_scale: std::ptr::null(),
+        level_displacement: std::ptr::null(),
+        level_table: std::ptr::null(),
+    };
+    let mut bad_layout = table;
+    bad_layout.layout = 7;
+    let mut bad_dim = table;
+    bad_dim.dim = 4;
+    let mut bad_rows = table;
+    bad_rows.n_rows = 32;
+    let mut orbit_without_descriptors = table;
+    orbit_without_descriptors.layout = hipkern_sys::HIPKERN_LIST1_ORBIT;
+    let mut bad_levels = pairs;
+    bad_levels.n_levels = 0;
+    // SAFETY: every call below is refused before any pointer is used.
+    unsafe {
+        let call = |t: *const hipkern_sys::hipkern_list1_table,
+                    p: *const hipkern_sys::hipkern_list1_pairs,
+                    batch: i32| {
+            hipkern_sys::hipkern_list1_evaluate(
+                t,
+                p,
+                null,
+                std::ptr::null_mut(),
+                batch,
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(call(std::ptr::null(), &pairs, 1), expect_bad);
+        assert_eq!(call(&table, std::ptr::null(), 1), expect_bad);
+        assert_eq!(call(&table, &pairs, 0), expect_bad);
+        assert_eq!(call(&table, &pairs, 1025), expect_bad);
+        assert_eq!(call(&bad_layout, &pairs, 1), expect_bad);
+        assert_eq!(call(&bad_dim, &pairs, 1), expect_bad);
+        assert_eq!(call(&bad_rows, &pairs, 1), expect_bad);
+        assert_eq!(call(&orbit_without_descriptors, &pairs, 1), expect_bad);
+        assert_eq!(call(&table, &bad_levels, 1), expect_bad);
+        // Null CSR / output with targets to write.
+        assert_eq!(call(&table, &pairs, 1), expect_bad);
+    }
+}
+
+/// Synthetic reduced table: random values on the representatives, 0 on
+/// the orbits that are zero by symmetry.
+fn synthetic(k: &Kernel, q: usize, extent: f64, rng: &mut SplitMix64) -> ReducedTable {
+    let o = DenseOrbits::build(k, q).unwrap();
+    let data = o
+        .zero_by_symmetry
+        .iter()
+        .map(|&z| if z { 0.0 } else { rng.uniform_pm1() })
+        .collect();
+    ReducedTable::from_parts(
+        k,
+        q,
+        extent,
+        &EntryQuadrature::default(),
+        o.representatives,
+        data,
+    )
+    .unwrap()
+}
+
+/// Every layout's payload reconstructs every full entry of a reduced
+/// table exactly (±0 equal), for per-level tables too: what the device
+/// reads is what the CPU reads.
+#[test]
+fn payloads_reconstruct_every_entry() {
+    let mut rng = SplitMix64::new(77);
+    for dim in [2usize, 3] {
+        let qs: &[usize] = if dim == 2 { &[1, 2, 3, 4] } else { &[1, 2, 3] };
+        for (name, k) in kernels(dim) {
+            for &q in qs {
+                let tables = [
+                    synthetic(&k, q, 1.0, &mut rng),
+                    synthetic(&k, q, 0.5, &mut rng),
+                ];
+                let full: Vec<Vec<f64>> = tables
+                    .iter()
+                    .map(|t| t.reconstruct_full_table_from_symmetry())
+                    .collect();
+                for layout in List1Layout::ALL {
+                    let view = if is_yukawa(&k) {
+                        List1ReducedTables::PerLevel(&tables)
+                    } else {
+                        List1ReducedTables::Scaled(&tables[0])
+                    };
+                    let p = match List1Payload::from_reduced(&view, layout) {
+                        Err(e) if layout == List1Layout::Orbit && is_directional(&k) => {
+                            assert!(e.to_string().contains("ORBIT"), "{e}");
+                            continue;
+                        }
+                        r => r.unwrap(),
+                    };
+                    let nq = q.pow(dim as u32);
+                    for (ti, want) in full.iter().enumerate().take(p.n_tables()) {
+                        for (id, &w) in want.iter().enumerate() {
+                            let (c, s, t) = (id / (nq * nq), (id / nq) % nq, id % nq);
+                            let g = p.entry(ti, c, s, t).unwrap();
+                            assert!(
+                                g.to_bits() == w.to_bits() || (g == 0.0 && w == 0.0),
+                                "{dim}D {name} q={q} {layout} table {ti} entry {id}: {g} vs {w}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The dense payload of a built dense table is the table; ORBIT and
+/// fallback hold each orbit's representative value.
+#[test]
+fn payloads_of_dense_tables() {
+    let k = Kernel::laplace(2)
+        .unwrap()
+        .axis_target_derivative(1)
+        .unwrap();
+    let q = 2;
+    let t = NearFieldTable::build(&k, q, 1.0, &EntryQuadrature::default()).unwrap();
+    let o = DenseOrbits::build(&k, q).unwrap();
+    for layout in List1Layout::ALL {
+        let p = List1Payload::from_tables(&List1Tables::Scaled(&t), layout).unwrap();
+        let nq = q * q;
+        for id in 0..t.data().len() {
+            let (c, s, tt) = (id / (nq * nq), (id / nq) % nq, id % nq);
+            let g = p.entry(0, c, s, tt).unwrap();
+            let rep = o.canonical_entry_ids[id] as usize;
+            let r = o.representatives.binary_search(&(rep as u32)).unwrap();
+            let want = match layout {
+                List1Layout::Dense => t.data()[id],
+                _ if o.zero_by_symmetry[r] => 0.0,
+                _ => o.canonical_scales[id] * t.data()[rep],
+            };
+            assert!(
+                g.to_bits() == want.to_bits() || (g == 0.0 && want == 0.0),
+                "{layout} entry {id}: {g} vs {want}"
+            );
+        }
+    }
+}
+
+/// Bytes uploaded per layout at 3D q = 3 Laplace: dense 101331 values,
+/// ORBIT 2510 rows and the issue's 1576 descriptor bytes, the fallback its
+/// own metadata; all with the 27 normalisers.
+#[test]
+fn upload_bytes_3d_q3() {
+    let k = Kernel::laplace(3).unwrap();
+    let mut rng = SplitMix64::new(5);
+    let red = synthetic(&k, 3, 1.0, &mut rng);
+    let v = List1ReducedTables::Scaled(&red);
+    let dense = List1Payload::from_reduced(&v, List1Layout::Dense).unwrap();
+    let orbit = List1Payload::from_reduced(&v, List1Layout::Orbit).unwrap();
+    let fb = List1Payload::from_reduced(&v, List1Layout::Fallback).unwrap();
+    assert_eq!(dense.upload_bytes().values, 101_331 * 8);
+    assert_eq!(dense.upload_bytes().descriptors, 0);
+    assert_eq!(orbit.upload_bytes().values, 2510 * 8);
+    assert_eq!(orbit.upload_bytes().descriptors, 1576);
+    assert_eq!(
+        orbit.upload_bytes().descriptors,
+        OrbitDescriptors::build(&k, 3).unwrap().metadata_bytes()
+    );
+    assert_eq!(fb.upload_bytes().values, 2510 * 8);
+    assert_eq!(
+        fb.upload_bytes().descriptors,
+        FallbackDescriptors::prepare(&k, 3)
+            .unwrap()
+            .metadata_bytes()
+    );
+    for p in [&dense, &orbit, &fb] {
+        assert_eq!(p.upload_bytes().normalizers, 27 * 8);
+        let b = p.upload_bytes();
+        eprintln!(
+            "3D q=3 Laplace {}: {} B values + {} B descriptors + {} B normalisers = {} B",
+            p.layout(),
+            b.values,
+            b.descriptors,
+            b.normalizers,
+            b.total()
+        );
+    }
+}
+
+/// Tables the evaluator refuses, with errors that say why.
+#[test]
+fn refused_tables() {
+    let mut rng = SplitMix64::new(9);
+    // ORBIT and a directional source derivative.
+    let k = Kernel::laplace(3)
+        .unwrap()
+        .directional_source_derivative(&[0.2, 0.0, -0.9])
+        .unwrap();
+    let red = synthetic(&k, 1, 1.0, &mut rng);
+    let e = List1Payload::from_reduced(&List1ReducedTables::Scaled(&red), List1Layout::Orbit)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("ORBIT") && e.contains("directional") && e.contains("fallback"),
+        "{e}"
+    );
+    for l in [List1Layout::Dense, List1Layout::Fallback] {
+        List1Payload::from_reduced(&List1ReducedTables::Scaled(&red), l).unwrap();
+    }
+    // Yukawa through one scaled table.
+    let y = synthetic(&Kernel::yukawa(2, 2.0).unwrap(), 2, 1.0, &mut rng);
+    let e = List1Payload::from_reduced(&List1ReducedTables::Scaled(&y), List1Layout::Dense)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Yukawa") && e.contains("per level"), "{e}");
+    // Per-level tables of different q.
+    let y3 = synthetic(&Kernel::yukawa(2, 2.0).unwrap(), 3, 0.5, &mut rng);
+    let e = List1Payload::from_reduced(
+        &List1ReducedTables::PerLevel(&[y.clone(), y3]),
+        List1Layout::Fallback,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("per-level table 1"), "{e}");
+    let e = List1Payload::from_reduced(&List1ReducedTables::PerLevel(&[]), List1Layout::Dense)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("empty"), "{e}");
+    // A layout name.
+    assert_eq!("orbit".parse::<List1Layout>().unwrap(), List1Layout::Orbit);
+    assert!("sparse".parse::<List1Layout>().is_err());
+}
+
+/// The host validation of an evaluation gives the CPU evaluator's own
+/// error, for each kind of bad input.
+#[test]
+fn bad_inputs_give_the_cpu_evaluators_errors() {
+    let k = Kernel::laplace(2).unwrap();
+    let q = 2;
+    let mut rng = SplitMix64::new(3);
+    let red = synthetic(&k, q, 1.0, &mut rng);
+    let dense = NearFieldTable::from_parts(
+        &k,
+        q,
+        1.0,
+        &EntryQuadrature::default(),
+        red.reconstruct_full_table_from_symmetry(),
+    )
+    .unwrap();
+    let payload =
+        List1Payload::from_reduced(&List1ReducedTables::Scaled(&red), List1Layout::Orbit).unwrap();
+    let t = tree(2, 11, 4);
+    let targets = t.all_boxes();
+    let nq = q * q;
+    let f = random_values(&mut rng, t.n_boxes() * nq);
+    let good = t.list1_boxes(&targets);
+    payload.check(&good, Some(&f)).unwrap();
+    let same = |b: &List1Boxes<'_>, f: &[f64], what: &str| {
+        let cpu = evaluate_list1(b, &List1Tables::Scaled(&dense), f)
+            .unwrap_err()
+            .to_string();
+        let dev = payload.check(b, Some(f)).unwrap_err().to_string();
+        assert_eq!(dev, cpu, "{what}");
+        dev
+    };
+    // A pair that is not a List 1 neighbour: a far box in a list.
+    let mut sources = t.list1_sources().to_vec();
+    let far = (0..t.n_boxes() as u32)
+        .find(|&b| {
+            let d: f64 = (0..2)
+                .map(|k| (t.centers()[2 * b as usize + k] - t.centers()[k]).abs())
+                .fold(0.0, f64::max);
+            d > 0.6
+        })
+        .unwrap();
+    sources[1] = far;
+    let b = List1Boxes {
+        source_boxes: &sources,
+        ..good
+    };
+    let e = same(&b, &f, "far pair");
+    assert!(
+        e.contains("not a List 1 pair") && e.contains(&format!("source box {far}")),
+        "{e}"
+    );
+    // CSR not monotone, wrong end, box id out of range, target out of range.
+    let mut starts = t.list1_starts().to_vec();
+    starts.swap(2, 3);
+    let b = List1Boxes {
+        source_starts: &starts,
+        ..good
+    };
+    assert!(same(&b, &f, "monotone").contains("not monotone"));
+    let short = &t.list1_starts()[..t.n_boxes()];
+    let b = List1Boxes {
+        source_starts: short,
+        ..good
+    };
+    same(&b, &f, "starts length");
+    let mut sources = t.list1_sources().to_vec();
+    sources[0] = t.n_boxes() as u32;
+    let b = List1Boxes {
+        source_boxes: &sources,
+        ..good
+    };
+    assert!(same(&b, &f, "box id").contains("out of range"));
+    let mut tg = targets.clone();
+    tg[0] = u32::MAX;
+    let b = List1Boxes {
+        target_boxes: &tg,
+        ..good
+    };
+    same(&b, &f, "target id");
+    // Source values: length, non-finite.
+    same(&good, &f[1..], "values length");
+    let mut g = f.clone();
+    g[5] = f64::NAN;
+    assert!(same(&good, &g, "NaN value").contains("not finite"));
+    // The dimension.
+    let t3 = tree(3, 1, 2);
+    let tg3 = t3.all_boxes();
+    let f3 = vec![1.0; t3.n_boxes() * 8];
+    same(&t3.list1_boxes(&tg3), &f3, "dimension");
+}
+
+// ---------------------------------------------------------------- GPU
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_reduced_tables_2d_every_kernel_q1_to_4() {
+    reduced_case(2, &[1, 2, 3, 4], 6, None);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_reduced_tables_3d_every_kernel_q1_to_3() {
+    reduced_case(3, &[1, 2, 3], 4, None);
+}
+
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_reduced_tables_3d_q4() {
+    reduced_case(
+        3,
+        &[4],
+        3,
+        Some(&["laplace", "source-deriv", "directional", "yukawa"]),
+    );
+}
+
+/// Dense builds through `from_tables`: the dense layout bitwise, ORBIT and
+/// fallback (representative values) within the tolerance; a subset of
+/// target boxes in a shuffled order, and a target with an empty list
+/// (exact zeros).
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_dense_tables() {
+    let (device, stream) = gpu();
+    let mut rng = SplitMix64::new(0xDE75);
+    let cases: Vec<(usize, Kernel, usize)> = vec![
+        (2, Kernel::laplace(2).unwrap(), 3),
+        (
+            2,
+            Kernel::laplace(2)
+                .unwrap()
+                .directional_source_derivative(&[0.7, 0.7])
+                .unwrap(),
+            2,
+        ),
+        (
+            3,
+            Kernel::laplace(3)
+                .unwrap()
+                .axis_target_derivative(2)
+                .unwrap(),
+            2,
+        ),
+        (3, Kernel::constant(3).unwrap(), 2),
+    ];
+    for (dim, k, q) in cases {
+        let table = NearFieldTable::build(&k, q, 1.1, &quad(dim)).unwrap();
+        let t = tree(dim, 0xABC + dim as u64, if dim == 2 { 5 } else { 3 });
+        // Every other box, reversed, then one target with no pairs.
+        let mut targets: Vec<u32> = (0..t.n_boxes() as u32).step_by(2).rev().collect();
+        let (st, src) = (t.list1_starts(), t.list1_sources());
+        let mut starts = vec![0u32];
+        let mut lists = Vec::new();
+        for &b in &targets {
+            lists.extend_from_slice(&src[st[b as usize] as usize..st[b as usize + 1] as usize]);
+            starts.push(lists.len() as u32);
+        }
+        targets.push(0);
+        starts.push(lists.len() as u32);
+        let boxes = List1Boxes {
+            dim,
+            root_extent: t.root_extent(),
+            centers: t.centers(),
+            levels: t.levels(),
+            target_boxes: &targets,
+            source_starts: &starts,
+            source_boxes: &lists,
+        };
+        let nq = q.pow(dim as u32);
+        let f = random_values(&mut rng, t.n_boxes() * nq);
+        let want = evaluate_list1(&boxes, &List1Tables::Scaled(&table), &f).unwrap();
+        let dense =
+            List1Payload::from_tables(&List1Tables::Scaled(&table), List1Layout::Dense).unwrap();
+        let ev = List1Evaluator::new(&device, &dense).unwrap();
+        let got = ev.evaluate(&stream, &boxes, &f).unwrap();
+        let (err, differ) = compare(&format!("dense {k:?}"), &got, &want);
+        assert!(err == 0.0 && differ == 0, "{k:?}: {err:.2e}, {differ}");
+        assert!(got[got.len() - nq..].iter().all(|&x| x == 0.0));
+        let payloads = |l: List1Layout| List1Payload::from_tables(&List1Tables::Scaled(&table), l);
+        let worst = check_layouts(
+            &format!("dense-built {dim}D {k:?} q={q}"),
+            &device,
+            &stream,
+            &payloads,
+            is_directional(&k),
+            &boxes,
+            &f,
+            &want,
+            false,
+        );
+        eprintln!("dense-built {dim}D q={q}: worst {worst:.2e}");
+    }
+}
+
+/// Invalid inputs: errors before anything is written; the output buffer
+/// keeps its contents.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_invalid_inputs_leave_the_output_unchanged() {
+    let (device, stream) = gpu();
+    let k = Kernel::laplace(3).unwrap();
+    let q = 2;
+    let mut rng = SplitMix64::new(41);
+    let red = synthetic(&k, q, 1.0, &mut rng);
+    let t = tree(3, 5, 3);
+    let targets = t.all_boxes();
+    let boxes = t.list1_boxes(&targets);
+    let nq = 8;
+    let f = random_values(&mut rng, t.n_boxes() * nq);
+    let mut ev = List1Evaluator::from_reduced(
+        &device,
+        &List1ReducedTables::Scaled(&red),
+        List1Layout::Orbit,
+    )
+    .unwrap();
+    let other = List1Evaluator::from_reduced(
+        &device,
+        &List1ReducedTables::Scaled(&red),
+        List1Layout::Dense,
+    )
+    .unwrap();
+    let plan = ev.plan(&boxes).unwrap();
+    let foreign = other.plan(&boxes).unwrap();
+    let fd = device.htod_copy(&f).unwrap();
+    let n = t.n_boxes() * nq;
+    let mut out = device.alloc::<f64>(n).unwrap();
+    stream.fill(&mut out.as_slice_mut(), 7.25f64).unwrap();
+    let unchanged = |out: &hipkern::DeviceBuffer<f64>, what: &str| {
+        stream.synchronize().unwrap();
+        let v = out.to_vec().unwrap();
+        assert!(v.iter().all(|&x| x == 7.25), "{what}: output changed");
+    };
+    let e = ev
+        .evaluate_into(&stream, &foreign, &fd, &mut out)
+        .unwrap_err();
+    assert!(e.to_string().contains("another evaluator"), "{e}");
+    unchanged(&out, "foreign plan");
+    let short = device.htod_copy(&f[1..]).unwrap();
+    let e = ev
+        .evaluate_into(&stream, &plan, &short, &mut out)
+        .unwrap_err();
+    assert!(e.to_string().contains("source_values"), "{e}");
+    unchanged(&out, "short values");
+    let mut small = device.alloc::<f64>(n - 1).unwrap();
+    let e = ev
+        .evaluate_into(&stream, &plan, &fd, &mut small)
+        .unwrap_err();
+    assert!(e.to_string().contains("out has"), "{e}");
+    unchanged(&out, "short output");
+    assert!(ev.set_target_batch_size(0).is_err());
+    assert!(ev.set_target_batch_size(1025).is_err());
+    assert_eq!(ev.target_batch_size(), 1);
+    // Host inputs: the CPU evaluator's errors.
+    let mut g = f.clone();
+    g[3] = f64::INFINITY;
+    let e = ev.evaluate(&stream, &boxes, &g).unwrap_err().to_string();
+    assert!(e.contains("not finite"), "{e}");
+    let mut sources = t.list1_sources().to_vec();
+    let last = sources.len() - 1;
+    sources.swap(0, last);
+    let b = List1Boxes {
+        source_boxes: &sources,
+        ..boxes
+    };
+    let e = ev.plan(&b).unwrap_err().to_string();
+    assert!(e.contains("not a List 1 pair"), "{e}");
+    // The good call still works after all that, and writes everything.
+    ev.evaluate_into(&stream, &plan, &fd, &mut out).unwrap();
+    stream.synchronize().unwrap();
+    let got = out.to_vec().unwrap();
+    let dense = NearFieldTable::from_parts(
+        &k,
+        q,
+        1.0,
+        &EntryQuadrature::default(),
+        red.reconstruct_full_table_from_symmetry(),
+    )
+    .unwrap();
+    let want = evaluate_list1(&boxes, &List1Tables::Scaled(&dense), &f).unwrap();
+    let (err, differ) = compare("after errors", &got, &want);
+    assert!(err <= TOL && differ == 0, "{err:.2e} {differ}");
+    // Zero targets: nothing to write.
+    let none: [u32; 0] = [];
+    let empty = List1Boxes {
+        target_boxes: &none,
+        source_starts: &[0],
+        source_boxes: &[],
+        ..boxes
+    };
+    assert!(ev.evaluate(&stream, &empty, &f).unwrap().is_empty());
+}
