@@ -398,9 +398,11 @@ typedef struct hipkern_list1_pairs {
  * contracted into a fused multiply-add: the result is bitwise the CPU
  * evaluator's (src/nearfield/list1.rs) over the same entry values.
  *
- * Target boxes are spread over the grid's x axis (grid-stride); each block
- * has target_batch_size threads (1 ..= HIPKERN_LIST1_MAX_BATCH) that take
- * the box's target points t = lane, lane + batch, ... below q^dim. The
+ * Target boxes are spread over the grid's x axis (grid-stride); each box
+ * is taken by a group of at most target_batch_size lanes (1 ..=
+ * HIPKERN_LIST1_MAX_BATCH; DENSE: one group per block, the ORBIT and
+ * FALLBACK layouts may pack several boxes' groups into one block), lane l
+ * taking the box's target points t = l, l + lanes, ... below q^dim. The
  * batch size does not change any sum: every value is bitwise the same for
  * every batch size.
  *

@@ -66,6 +66,11 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define hipEventRecord cudaEventRecord
 #define hipEventSynchronize cudaEventSynchronize
 #define hipEventElapsedTime cudaEventElapsedTime
+#define hipDeviceGetAttribute cudaDeviceGetAttribute
+#define hipDeviceAttributeSharedMemPerBlockOptin cudaDevAttrMaxSharedMemoryPerBlockOptin
+#define hipDeviceAttributeMaxSharedMemoryPerBlock cudaDevAttrMaxSharedMemoryPerBlock
+#define hipFuncSetAttribute cudaFuncSetAttribute
+#define hipFuncAttributeMaxDynamicSharedMemorySize cudaFuncAttributeMaxDynamicSharedMemorySize
 
 // Warp shuffle: CUDA needs the explicit full mask; all lanes participate.
 #define HIPKERN_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (m))
