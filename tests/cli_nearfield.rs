@@ -559,6 +559,24 @@ fn read_npz<T: ndarray_npy::ReadableElement>(
         .0
 }
 
+/// `build --symmetry full` and `build --symmetry none` of one table into
+/// `d`: the reduced .npz's members and the dense table's `data`.
+fn build_reduced_and_dense(
+    d: &std::path::Path,
+    table: &[&str],
+) -> (std::collections::BTreeMap<String, Vec<u8>>, Vec<f64>) {
+    for (symmetry, out) in [("full", "red.npz"), ("none", "dense.npz")] {
+        let mut a = vec!["build"];
+        a.extend(table);
+        a.extend(["--symmetry", symmetry, "--out", out]);
+        stdout_of(&run_nearfield(d, &a), symmetry);
+    }
+    (
+        npz_members(&d.join("red.npz")),
+        read_npz_f64(&npz_members(&d.join("dense.npz")), "data.npy"),
+    )
+}
+
 /// `build --symmetry full` of a directional derivative writes the compact
 /// table and the fallback descriptors; every full entry is rebuilt here from
 /// the .npz alone, with the lookup rule of the docs implemented in the test
@@ -582,16 +600,7 @@ fn reduced_npz_with_fallback_descriptors_rebuilds_the_dense_table() {
         "--derivative",
         "direction:0.6,0.6",
     ];
-    let mut a = vec!["build"];
-    a.extend(table);
-    a.extend(["--symmetry", "full", "--out", "red.npz"]);
-    stdout_of(&run_nearfield(d, &a), "build full");
-    let mut a = vec!["build"];
-    a.extend(table);
-    a.extend(["--out", "dense.npz"]);
-    stdout_of(&run_nearfield(d, &a), "build none");
-    let red = npz_members(&d.join("red.npz"));
-    let dense = read_npz_f64(&npz_members(&d.join("dense.npz")), "data.npy");
+    let (red, dense) = build_reduced_and_dense(d, &table);
     assert!(!red.contains_key("data.npy"));
     let ids: Vec<u32> = read_npz(&red, "reduced_entry_ids.npy");
     let values = read_npz_f64(&red, "reduced_data.npy");
@@ -670,16 +679,7 @@ fn reduced_npz_with_orbit_descriptors_rebuilds_the_dense_table() {
         "--extent",
         "0.25",
     ];
-    let mut a = vec!["build"];
-    a.extend(table);
-    a.extend(["--symmetry", "full", "--out", "red.npz"]);
-    stdout_of(&run_nearfield(d, &a), "build full");
-    let mut a = vec!["build"];
-    a.extend(table);
-    a.extend(["--out", "dense.npz"]);
-    stdout_of(&run_nearfield(d, &a), "build none");
-    let red = npz_members(&d.join("red.npz"));
-    let dense = read_npz_f64(&npz_members(&d.join("dense.npz")), "data.npy");
+    let (red, dense) = build_reduced_and_dense(d, &table);
     let k = Kernel::laplace(2)
         .unwrap()
         .axis_source_derivative(1)
