@@ -32,6 +32,7 @@
 //! that is not a List 1 neighbour pair of a 2:1 tree is an error naming both
 //! boxes).
 use super::cases::Cases;
+use super::kernels::Kernel;
 use super::scaling::ScalingRule;
 use super::table::NearFieldTable;
 use super::tree::{BalancedTree, MAX_TREE_LEVEL};
@@ -241,6 +242,34 @@ pub struct LevelScaling {
     pub displacement: f64,
 }
 
+/// What the level scalings and the input checks read of a table: its
+/// kernel, order and extent (the values play no part).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct TableShape {
+    pub kernel: Kernel,
+    pub q: usize,
+    pub extent: f64,
+}
+
+impl TableShape {
+    pub(crate) fn of(t: &NearFieldTable) -> TableShape {
+        TableShape {
+            kernel: t.kernel().clone(),
+            q: t.q(),
+            extent: t.extent(),
+        }
+    }
+}
+
+impl List1Tables<'_> {
+    fn shapes(&self) -> Vec<TableShape> {
+        match self {
+            List1Tables::Scaled(t) => vec![TableShape::of(t)],
+            List1Tables::PerLevel(ts) => ts.iter().map(TableShape::of).collect(),
+        }
+    }
+}
+
 /// The scaling of every level `0..=max_level` for these tables (module
 /// docs); errors for tables that do not fit (kernel without a scaling rule
 /// under `Scaled`, per-level tables of other kernels, `q`, dimension or
@@ -250,68 +279,127 @@ pub fn level_scalings(
     root_extent: f64,
     levels_used: &[bool],
 ) -> Result<Vec<LevelScaling>> {
-    match tables {
-        List1Tables::Scaled(t) => {
-            let rule = ScalingRule::of(t.kernel()).map_err(|e| match e {
-                Error::InvalidInput(m) => {
-                    Error::InvalidInput(format!("list 1: {m} (pass List1Tables::PerLevel)"))
-                }
-                other => other,
-            })?;
-            Ok((0..levels_used.len())
-                .map(|l| {
-                    let rho = root_extent / f64::from(1u32 << l) / t.extent();
-                    let (scale, displacement) = match rule {
-                        ScalingRule::Power(p) => (rho.powi(p), 0.0),
-                        ScalingRule::LogShift2d => (rho * rho, -rho * rho * rho.ln() / (2.0 * PI)),
-                    };
-                    LevelScaling {
-                        table: 0,
-                        scale,
-                        displacement,
-                    }
-                })
-                .collect())
-        }
-        List1Tables::PerLevel(ts) => {
-            let first = tables.first()?;
-            for (l, t) in ts.iter().enumerate() {
-                if t.kernel() != first.kernel() || t.q() != first.q() {
-                    return bad(format!(
-                        "per-level table {l} has kernel {:?}, q = {}; table 0 has {:?}, q = {}",
-                        t.kernel(),
-                        t.q(),
-                        first.kernel(),
-                        first.q()
-                    ));
-                }
+    let per_level = matches!(tables, List1Tables::PerLevel(_));
+    tables.first()?;
+    shape_scalings(&tables.shapes(), per_level, root_extent, levels_used)
+}
+
+/// [`level_scalings`] of tables known by their shapes (`shapes` not empty;
+/// one shape unless `per_level`).
+pub(crate) fn shape_scalings(
+    shapes: &[TableShape],
+    per_level: bool,
+    root_extent: f64,
+    levels_used: &[bool],
+) -> Result<Vec<LevelScaling>> {
+    let Some(first) = shapes.first() else {
+        return bad("per-level tables: the list is empty".into());
+    };
+    if !per_level {
+        let t = first;
+        let rule = ScalingRule::of(&t.kernel).map_err(|e| match e {
+            Error::InvalidInput(m) => {
+                Error::InvalidInput(format!("list 1: {m} (pass List1Tables::PerLevel)"))
             }
-            let mut out = Vec::with_capacity(levels_used.len());
-            for (l, &used) in levels_used.iter().enumerate() {
-                if used {
-                    let h = root_extent / f64::from(1u32 << l);
-                    let Some(t) = ts.get(l) else {
-                        return bad(format!(
-                            "source boxes at level {l} but only {} per-level tables",
-                            ts.len()
-                        ));
-                    };
-                    if ((t.extent() - h) / h).abs() > 1e-12 {
-                        return bad(format!(
-                            "per-level table {l} has extent {}, the boxes of level {l} have {h}",
-                            t.extent()
-                        ));
-                    }
+            other => other,
+        })?;
+        return Ok((0..levels_used.len())
+            .map(|l| {
+                let rho = root_extent / f64::from(1u32 << l) / t.extent;
+                let (scale, displacement) = match rule {
+                    ScalingRule::Power(p) => (rho.powi(p), 0.0),
+                    ScalingRule::LogShift2d => (rho * rho, -rho * rho * rho.ln() / (2.0 * PI)),
+                };
+                LevelScaling {
+                    table: 0,
+                    scale,
+                    displacement,
                 }
-                out.push(LevelScaling {
-                    table: l.min(ts.len() - 1),
-                    scale: 1.0,
-                    displacement: 0.0,
-                });
-            }
-            Ok(out)
+            })
+            .collect());
+    }
+    for (l, t) in shapes.iter().enumerate() {
+        if t.kernel != first.kernel || t.q != first.q {
+            return bad(format!(
+                "per-level table {l} has kernel {:?}, q = {}; table 0 has {:?}, q = {}",
+                t.kernel, t.q, first.kernel, first.q
+            ));
         }
     }
+    let mut out = Vec::with_capacity(levels_used.len());
+    for (l, &used) in levels_used.iter().enumerate() {
+        if used {
+            let h = root_extent / f64::from(1u32 << l);
+            let Some(t) = shapes.get(l) else {
+                return bad(format!(
+                    "source boxes at level {l} but only {} per-level tables",
+                    shapes.len()
+                ));
+            };
+            if ((t.extent - h) / h).abs() > 1e-12 {
+                return bad(format!(
+                    "per-level table {l} has extent {}, the boxes of level {l} have {h}",
+                    t.extent
+                ));
+            }
+        }
+        out.push(LevelScaling {
+            table: l.min(shapes.len() - 1),
+            scale: 1.0,
+            displacement: 0.0,
+        });
+    }
+    Ok(out)
+}
+
+/// The source values check of an evaluation: `n_boxes × nq` finite values.
+pub(crate) fn check_source_values(source_values: &[f64], n: usize, nq: usize) -> Result<()> {
+    if source_values.len() != n * nq {
+        return bad(format!(
+            "source_values has {} values, expected n_boxes × q^d = {n} × {nq}",
+            source_values.len()
+        ));
+    }
+    if let Some(i) = source_values.iter().position(|x| !x.is_finite()) {
+        return bad(format!(
+            "source value {} of box {} is not finite ({})",
+            i % nq,
+            i / nq,
+            source_values[i]
+        ));
+    }
+    Ok(())
+}
+
+/// Every check of an evaluation before anything is computed, in this
+/// order: the dimension, the boxes and pairs, the source values (when
+/// given), the level scalings. Shared by the CPU and device evaluators so
+/// that both refuse the same inputs with the same messages.
+pub(crate) fn check_list1_inputs(
+    boxes: &List1Boxes<'_>,
+    shapes: &[TableShape],
+    per_level: bool,
+    source_values: Option<&[f64]>,
+) -> Result<(List1Pairs, Vec<LevelScaling>)> {
+    let Some(first) = shapes.first() else {
+        return bad("per-level tables: the list is empty".into());
+    };
+    let d = boxes.dim;
+    let table_dim = first.kernel.dim();
+    if table_dim != d {
+        return bad(format!("the table is {table_dim}D, the boxes {d}D"));
+    }
+    let pairs = boxes.pairs()?;
+    if let Some(v) = source_values {
+        check_source_values(v, boxes.n_boxes(), first.q.pow(d as u32))?;
+    }
+    let max_level = boxes.levels.iter().copied().max().unwrap_or(0) as usize;
+    let mut used = vec![false; max_level + 1];
+    for &s in boxes.source_boxes {
+        used[boxes.levels[s as usize] as usize] = true;
+    }
+    let scalings = shape_scalings(shapes, per_level, boxes.root_extent, &used)?;
+    Ok((pairs, scalings))
 }
 
 /// List 1 of `source_values` (`n_boxes × q^d`, per box in node order) over
@@ -335,33 +423,13 @@ pub fn evaluate_list1_with_threads(
     threads: usize,
 ) -> Result<Vec<f64>> {
     let first = tables.first()?;
-    let d = boxes.dim;
-    if first.dim() != d {
-        return bad(format!("the table is {}D, the boxes {d}D", first.dim()));
-    }
-    let pairs = boxes.pairs()?;
+    let (pairs, scalings) = check_list1_inputs(
+        boxes,
+        &tables.shapes(),
+        matches!(tables, List1Tables::PerLevel(_)),
+        Some(source_values),
+    )?;
     let nq = first.n_modes();
-    let n = boxes.n_boxes();
-    if source_values.len() != n * nq {
-        return bad(format!(
-            "source_values has {} values, expected n_boxes × q^d = {n} × {nq}",
-            source_values.len()
-        ));
-    }
-    if let Some(i) = source_values.iter().position(|x| !x.is_finite()) {
-        return bad(format!(
-            "source value {} of box {} is not finite ({})",
-            i % nq,
-            i / nq,
-            source_values[i]
-        ));
-    }
-    let max_level = boxes.levels.iter().copied().max().unwrap_or(0) as usize;
-    let mut used = vec![false; max_level + 1];
-    for &s in boxes.source_boxes {
-        used[boxes.levels[s as usize] as usize] = true;
-    }
-    let scalings = level_scalings(tables, boxes.root_extent, &used)?;
     let table_of = |l: usize| match tables {
         List1Tables::Scaled(t) => *t,
         List1Tables::PerLevel(ts) => &ts[scalings[l].table],

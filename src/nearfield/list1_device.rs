@@ -52,9 +52,13 @@
 //! CSR offsets, box ids, levels, centres, every pair a List 1 pair of a
 //! 2:1 tree, named; [`super::level_scalings`]: the tables fit the levels),
 //! plus the lengths and devices of the buffers and the plan's evaluator.
+use super::cases::Cases;
 use super::fallback::FallbackDescriptors;
 use super::kernels::{Derivative, Kernel};
-use super::list1::{level_scalings, LevelScaling, List1Boxes, List1Tables};
+use super::list1::{
+    check_list1_inputs, check_source_values, shape_scalings, LevelScaling, List1Boxes, List1Tables,
+    TableShape,
+};
 use super::orbit::OrbitDescriptors;
 use super::reduced::ReducedTable;
 use super::table::NearFieldTable;
@@ -168,9 +172,8 @@ struct TableMeta {
     dim: usize,
     nq: usize,
     n_cases: usize,
-    /// The tables without their data (kernel, `q`, extent, nodes,
-    /// normalisers), for [`level_scalings`]; never used for values.
-    shells: Vec<NearFieldTable>,
+    /// Kernel, `q` and extent of each table, for the level scalings.
+    shapes: Vec<TableShape>,
     per_level: bool,
 }
 
@@ -185,63 +188,37 @@ struct HostPairs {
 }
 
 impl TableMeta {
-    fn shell(t: &NearFieldTable) -> NearFieldTable {
-        NearFieldTable {
-            kernel: t.kernel.clone(),
-            q: t.q,
-            extent: t.extent,
-            quad: t.quad,
-            cases: t.cases.clone(),
-            q_points: t.q_points.clone(),
-            mode_normalizers: t.mode_normalizers.clone(),
-            data: Vec::new(),
-        }
-    }
-
-    fn shell_of_reduced(t: &ReducedTable) -> NearFieldTable {
-        NearFieldTable {
+    fn shape_of_reduced(t: &ReducedTable) -> TableShape {
+        TableShape {
             kernel: t.kernel().clone(),
             q: t.q(),
             extent: t.extent(),
-            quad: *t.quadrature(),
-            cases: t.cases().clone(),
-            q_points: t.q_points().to_vec(),
-            mode_normalizers: t.mode_normalizers().to_vec(),
-            data: Vec::new(),
-        }
-    }
-
-    fn tables(&self) -> List1Tables<'_> {
-        if self.per_level {
-            List1Tables::PerLevel(&self.shells)
-        } else {
-            List1Tables::Scaled(&self.shells[0])
         }
     }
 
     /// Checks the tables (kernel, `q`, scaling rule; sizes the device can
     /// address) as [`level_scalings`] does, before any value is packed.
-    fn new(shells: Vec<NearFieldTable>, per_level: bool) -> Result<TableMeta> {
-        let Some(first) = shells.first() else {
+    fn new(shapes: Vec<TableShape>, per_level: bool) -> Result<TableMeta> {
+        let Some(first) = shapes.first() else {
             return bad("per-level tables: the list is empty".into());
         };
-        let (kernel, q, dim) = (first.kernel().clone(), first.q(), first.dim());
+        let (kernel, q, dim) = (first.kernel.clone(), first.q, first.kernel.dim());
         if !(dim == 2 || dim == 3) {
             return bad(format!("dimension {dim}: must be 2 or 3"));
         }
-        let n_cases = first.cases().len();
-        let nq = first.n_modes();
+        let n_cases = Cases::new(dim)?.len();
+        let nq = q.pow(dim as u32);
+        // The scaling rule (Scaled) or one kernel and q (PerLevel).
+        shape_scalings(&shapes, per_level, 1.0, &[])?;
         let meta = TableMeta {
             kernel,
             q,
             dim,
             nq,
             n_cases,
-            shells,
+            shapes,
             per_level,
         };
-        // The scaling rule (Scaled) or one kernel and q (PerLevel).
-        level_scalings(&meta.tables(), 1.0, &[])?;
         if (n_cases as u64) * (nq as u64) * (nq as u64) > u64::from(u32::MAX) {
             return bad(format!(
                 "{n_cases} cases × (q^d = {nq})² entries do not fit the device's 32-bit entry ids"
@@ -253,25 +230,10 @@ impl TableMeta {
     /// The CPU evaluator's checks, in its order: the dimension, the boxes
     /// and pairs, the source values (when given), the level scalings.
     fn check(&self, boxes: &List1Boxes<'_>, values: Option<&[f64]>) -> Result<HostPairs> {
-        let d = boxes.dim;
-        if self.dim != d {
-            return Err(Error::InvalidInput(format!(
-                "list 1: the table is {}D, the boxes {d}D",
-                self.dim
-            )));
-        }
-        let pairs = boxes.pairs()?;
+        let (pairs, scalings) = check_list1_inputs(boxes, &self.shapes, self.per_level, values)?;
         let n = boxes.n_boxes();
         let nq = self.nq;
-        if let Some(v) = values {
-            check_values(v, n, nq)?;
-        }
-        let max_level = boxes.levels.iter().copied().max().unwrap_or(0) as usize;
-        let mut used = vec![false; max_level + 1];
-        for &s in boxes.source_boxes {
-            used[boxes.levels[s as usize] as usize] = true;
-        }
-        let scalings = level_scalings(&self.tables(), boxes.root_extent, &used)?;
+        let max_level = scalings.len().saturating_sub(1);
         if scalings.len() > sys::HIPKERN_LIST1_MAX_LEVELS as usize {
             return bad(format!(
                 "levels 0..={max_level}: the device takes at most {} levels",
@@ -289,25 +251,6 @@ impl TableMeta {
             scalings,
         })
     }
-}
-
-/// The source values check of the CPU evaluator (same messages).
-fn check_values(source_values: &[f64], n: usize, nq: usize) -> Result<()> {
-    if source_values.len() != n * nq {
-        return Err(Error::InvalidInput(format!(
-            "list 1: source_values has {} values, expected n_boxes × q^d = {n} × {nq}",
-            source_values.len()
-        )));
-    }
-    if let Some(i) = source_values.iter().position(|x| !x.is_finite()) {
-        return Err(Error::InvalidInput(format!(
-            "list 1: source value {} of box {} is not finite ({})",
-            i % nq,
-            i / nq,
-            source_values[i]
-        )));
-    }
-    Ok(())
 }
 
 /// The addressing of a layout, host side.
@@ -387,7 +330,7 @@ impl List1Payload {
             List1Tables::PerLevel(ts) => ts.iter().collect(),
         };
         let meta = TableMeta::new(
-            list.iter().map(|t| TableMeta::shell(t)).collect(),
+            list.iter().map(|t| TableShape::of(t)).collect(),
             matches!(tables, List1Tables::PerLevel(_)),
         )?;
         let (nq, q) = (meta.nq, meta.q);
@@ -454,7 +397,7 @@ impl List1Payload {
         };
         let meta = TableMeta::new(
             list.iter()
-                .map(|t| TableMeta::shell_of_reduced(t))
+                .map(|t| TableMeta::shape_of_reduced(t))
                 .collect(),
             matches!(tables, List1ReducedTables::PerLevel(_)),
         )?;
@@ -1070,7 +1013,7 @@ impl List1Evaluator {
         plan: &List1DevicePlan,
         source_values: &[f64],
     ) -> Result<Vec<f64>> {
-        check_values(source_values, plan.n_boxes, self.meta.nq)?;
+        check_source_values(source_values, plan.n_boxes, self.meta.nq)?;
         self.same_device("the stream", stream.device().ordinal())?;
         let f = upload(&self.device, source_values)?;
         let mut out = self.device.alloc::<f64>(plan.n_targets * self.meta.nq)?;
