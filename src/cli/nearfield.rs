@@ -10,8 +10,8 @@ use super::Failure;
 use clap::{Args, Subcommand};
 use hipkern::nearfield::{
     entry, CacheKey, CachedTable, CaseRef, Cases, DenseOrbits, EntryQuadrature,
-    FallbackDescriptors, Kernel, NearFieldTable, OrbitDescriptors, ReducedTable, SymmetryMode,
-    TableCache, MAX_QUAD_ORDER,
+    FallbackDescriptors, Kernel, List1Layout, List1Payload, List1ReducedTables, NearFieldTable,
+    OrbitDescriptors, ReducedTable, SymmetryMode, TableCache, MAX_QUAD_ORDER,
 };
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -414,31 +414,25 @@ fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
         (None, _) => format!("{what}: built in {seconds:.2} s"),
     };
     if let Some(out) = &build.out {
-        write_table_npz(out, args, &kernel, &table)?;
+        write_table_npz(out, args, &table)?;
         report.push_str(&format!(": wrote {}", out.display()));
     }
     Ok(format!("hipkern nearfield: {report}"))
 }
 
-/// The symmetry layout a reduced table is addressed with online: the
-/// arithmetic ORBIT descriptors where the kernel's group is modelled, the
-/// generated descriptor fallback otherwise (directional derivatives).
-enum Layout {
-    Orbit(OrbitDescriptors),
-    Fallback(FallbackDescriptors),
-}
-
-fn layout_of(kernel: &Kernel, q: usize) -> Result<Layout, Failure> {
-    Ok(match OrbitDescriptors::build(kernel, q) {
-        Ok(o) => Layout::Orbit(o),
-        Err(_) => Layout::Fallback(FallbackDescriptors::prepare(kernel, q)?),
-    })
+/// The online layout of a reduced table: the arithmetic ORBIT payload
+/// where the kernel's group is modelled, else the generated descriptor
+/// fallback (directional derivatives); one table as a per-level list, so
+/// kernels without a scaling rule (Yukawa) are accepted too.
+fn payload_of(t: &ReducedTable) -> Result<List1Payload, Failure> {
+    let tables = List1ReducedTables::PerLevel(std::slice::from_ref(t));
+    Ok(List1Payload::from_reduced(&tables, List1Layout::Orbit)
+        .or_else(|_| List1Payload::from_reduced(&tables, List1Layout::Fallback))?)
 }
 
 fn write_table_npz(
     out: &std::path::Path,
     args: &TableFlags,
-    kernel: &Kernel,
     table: &CachedTable,
 ) -> Result<(), Failure> {
     let (d, q, l) = (args.dim, args.q, args.extent);
@@ -516,8 +510,7 @@ fn write_table_npz(
             data: NpyData::Str(symmetry),
         },
     ];
-    let layout;
-    let orbit_rows: Vec<f64>;
+    let payload;
     let probe;
     match table {
         CachedTable::Dense(t) => arrays.push(NpyArray {
@@ -536,27 +529,19 @@ fn write_table_npz(
                 shape: vec![t.reduced_data().len()],
                 data: NpyData::F64(t.reduced_data()),
             });
-            layout = layout_of(kernel, q)?;
-            match &layout {
-                Layout::Orbit(o) => {
-                    // The values in ORBIT row order: row r holds sign·T[rep]
-                    // so that T[c, s, t] = slot.sign · orbit_rows[slot.row].
-                    let mut rows = vec![0.0; o.n_rows()];
-                    for (&id, &v) in t.reduced_entry_ids().iter().zip(t.reduced_data()) {
-                        let id = id as usize;
-                        let slot = o.slot(id / (nq * nq), (id / nq) % nq, id % nq);
-                        rows[slot.row] = f64::from(slot.sign) * v;
-                    }
-                    orbit_rows = rows;
+            payload = payload_of(t)?;
+            match (payload.orbit_descriptors(), payload.fallback_descriptors()) {
+                (Some(o), _) => {
                     arrays.push(NpyArray {
                         name: "layout",
                         shape: vec![],
                         data: NpyData::Str("orbit"),
                     });
                     arrays.push(NpyArray {
+                        // T[c, s, t] = slot.sign · orbit_rows[slot.row].
                         name: "orbit_rows",
-                        shape: vec![orbit_rows.len()],
-                        data: NpyData::F64(&orbit_rows),
+                        shape: vec![payload.values().len()],
+                        data: NpyData::F64(payload.values()),
                     });
                     arrays.push(NpyArray {
                         name: "case_orbit_ranks",
@@ -589,7 +574,7 @@ fn write_table_npz(
                         data: NpyData::U8(&o.axis_sign_power),
                     });
                 }
-                Layout::Fallback(f) => {
+                (None, Some(f)) => {
                     probe = [i64::from(f.probe_count)];
                     let nt = f.n_transforms();
                     arrays.push(NpyArray {
@@ -633,6 +618,11 @@ fn write_table_npz(
                         shape: vec![],
                         data: NpyData::I64(&probe),
                     });
+                }
+                (None, None) => {
+                    return Err(Failure::environment(
+                        "a reduced table's payload has neither ORBIT nor fallback descriptors",
+                    ))
                 }
             }
         }

@@ -455,6 +455,22 @@ impl List1Payload {
         })
     }
 
+    /// The ORBIT descriptors the rows are addressed with (ORBIT payloads).
+    pub fn orbit_descriptors(&self) -> Option<&OrbitDescriptors> {
+        match &self.addressing {
+            HostAddressing::Orbit(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The generated fallback descriptors (fallback payloads).
+    pub fn fallback_descriptors(&self) -> Option<&FallbackDescriptors> {
+        match &self.addressing {
+            HostAddressing::Fallback(d) => Some(d),
+            _ => None,
+        }
+    }
+
     /// The layout.
     pub fn layout(&self) -> List1Layout {
         self.layout
