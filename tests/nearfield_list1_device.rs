@@ -24,13 +24,14 @@
 //! without quadrature); the bytes each layout uploads; the refusals (ORBIT
 //! and a directional derivative, Yukawa without per-level tables); and the
 //! host validation gives the CPU evaluator's own errors for bad inputs.
+mod common;
 use hipkern::nearfield::{
     evaluate_list1, BalancedTree, DenseOrbits, EntryQuadrature, FallbackDescriptors, Kernel,
     List1Boxes, List1Evaluator, List1Layout, List1Payload, List1ReducedTables, List1Tables,
     NearFieldTable, OrbitDescriptors, RandomTreeConfig, ReducedTable,
 };
 use hipkern::rng::SplitMix64;
-use hipkern::{runtime, Device, Error, Stream};
+use hipkern::{Device, Stream};
 
 /// The tolerance (relative, max-norm).
 const TOL: f64 = 1e-13;
@@ -333,23 +334,9 @@ fn reduced_case(dim: usize, qs: &[usize], max_level: u32, only: Option<&[&str]>)
 
 #[test]
 fn without_a_device_the_api_is_a_clean_error() {
-    match Device::new(0) {
-        Err(e) => {
-            if runtime::platform() == "cpu" {
-                // No Device exists, so no List1Evaluator can be made: this
-                // is the error a caller meets.
-                assert_eq!(e, Error::NoToolchain { platform: "cpu" });
-            }
-        }
-        Ok(d) => assert_ne!(runtime::platform(), "cpu", "{d:?}"),
-    }
-    // The C ABI: its argument checks come before any runtime call, so this
-    // needs no device; the cpu stub says there is no toolchain.
-    let expect_bad = if runtime::platform() == "cpu" {
-        hipkern_sys::HIPKERN_ERROR_NO_TOOLCHAIN
-    } else {
-        hipkern_sys::HIPKERN_ERROR_INVALID_ARGUMENT
-    };
+    // No Device on the cpu platform, so no List1Evaluator can be made; the C ABI's
+    // argument checks come before any runtime call.
+    let expect_bad = common::check_no_device_contract();
     let k = Kernel::laplace(2).unwrap();
     let reps = DenseOrbits::build(&k, 1).unwrap();
     let red = ReducedTable::from_parts(

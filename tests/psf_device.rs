@@ -5,10 +5,11 @@
 //! downloads starts as NaN on the host, so an unwritten value shows; a new
 //! sink's image is checked to be exactly zero. GPU tests are ignored unless
 //! `--include-ignored`; the first test runs everywhere.
+mod common;
 use hipkern::psf::fixtures::{self, BOUNDARY_DIRECT_SUPPORTS, FIXTURE_NAMES};
 use hipkern::psf::{CpuSink, DeviceSink, HdrImage, MoffatPsf, PsfCache, StarEvent, CHUNK_EVENTS};
 use hipkern::rng::SplitMix64 as Rng;
-use hipkern::{runtime, Device, Error};
+use hipkern::{runtime, Device};
 use std::sync::{Arc, OnceLock};
 
 /// SPEC §7's tolerance.
@@ -81,23 +82,9 @@ fn random_events(rng: &mut Rng, n: usize, w: usize, h: usize) -> Vec<StarEvent> 
 
 #[test]
 fn without_a_device_the_sink_is_a_clean_error() {
-    match Device::new(0) {
-        Err(e) => {
-            if runtime::platform() == "cpu" {
-                // No Device exists, so no DeviceSink can be made: the error
-                // a caller meets is this one.
-                assert_eq!(e, Error::NoToolchain { platform: "cpu" });
-            }
-        }
-        Ok(d) => assert_ne!(runtime::platform(), "cpu", "{d:?}"),
-    }
-    // The C ABI: argument checks come before any runtime call, so this
-    // needs no device; the cpu stub says there is no toolchain.
-    let expect_bad = if runtime::platform() == "cpu" {
-        hipkern_sys::HIPKERN_ERROR_NO_TOOLCHAIN
-    } else {
-        hipkern_sys::HIPKERN_ERROR_INVALID_ARGUMENT
-    };
+    // No Device on the cpu platform, so no DeviceSink can be made; the C ABI's
+    // argument checks come before any runtime call.
+    let expect_bad = common::check_no_device_contract();
     let null = std::ptr::null_mut::<f64>();
     let mut word = u64::MAX;
     // SAFETY: every call below is refused before any pointer is used.

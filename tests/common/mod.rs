@@ -6,6 +6,7 @@ use hipkern::rng::SplitMix64;
 /// in `[0, n_ext)`; with `isolate_every = Some(m)`, every centre with
 /// `k % m == 3` gets no edges of its own (it may still be a neighbour).
 /// Returns (src, dst, g, edge_vec), g uniform in [-1, 1), edge_vec in [-4, 4).
+#[allow(dead_code)] // not every test binary that includes this module calls it
 pub fn edge_system(
     rng: &mut SplitMix64,
     n_ext: usize,
@@ -27,4 +28,28 @@ pub fn edge_system(
     let g = (0..3 * e).map(|_| rng.uniform_pm1()).collect();
     let r = (0..3 * e).map(|_| 4.0 * rng.uniform_pm1()).collect();
     (src, dst, g, r)
+}
+
+/// The no-device contract shared by the device APIs' tests: on the cpu
+/// platform `Device::new` is `Error::NoToolchain` (no device object, so no
+/// sink or evaluator, can exist); on a device platform it is a device or
+/// the runtime's own error. Returns the status a C entry point's argument
+/// checks give before any runtime call: the cpu stub's "no toolchain", else
+/// "invalid argument".
+#[allow(dead_code)] // not every test binary that includes this module calls it
+pub fn check_no_device_contract() -> i32 {
+    use hipkern::{runtime, Device, Error};
+    match Device::new(0) {
+        Err(e) => {
+            if runtime::platform() == "cpu" {
+                assert_eq!(e, Error::NoToolchain { platform: "cpu" });
+            }
+        }
+        Ok(d) => assert_ne!(runtime::platform(), "cpu", "{d:?}"),
+    }
+    if runtime::platform() == "cpu" {
+        hipkern_sys::HIPKERN_ERROR_NO_TOOLCHAIN
+    } else {
+        hipkern_sys::HIPKERN_ERROR_INVALID_ARGUMENT
+    }
 }
