@@ -114,6 +114,27 @@ int32_t hipkern_psf_splat_atomic(const double *ev, int64_t n, const double *st, 
   (void)ev; (void)n; (void)st; (void)p; (void)img; (void)w; (void)h; (void)rep; (void)s; NT;
 }
 
+int32_t hipkern_psf_tile_bin(const double *ev, int64_t n, int32_t p, int32_t w, int32_t h,
+                             int32_t tile, int32_t dl, uint32_t serial,
+                             const hipkern_psf_tile_scratch *sc, uint64_t *rep, void *s) {
+  (void)ev; (void)n; (void)p; (void)w; (void)h; (void)tile; (void)dl; (void)serial; (void)sc;
+  (void)rep; (void)s; NT;
+}
+
+int32_t hipkern_psf_tile_accumulate(const double *st, int32_t p, double *img, int32_t w,
+                                    int32_t h, int32_t tile, int32_t dl, int64_t n,
+                                    uint64_t nt, int32_t merge,
+                                    const hipkern_psf_tile_scratch *sc, const uint64_t *rep,
+                                    void *s) {
+  (void)st; (void)p; (void)img; (void)w; (void)h; (void)tile; (void)dl; (void)n; (void)nt;
+  (void)merge; (void)sc; (void)rep; (void)s; NT;
+}
+
+int32_t hipkern_psf_count(const double *ev, int64_t n, int32_t w, int32_t h, uint64_t *c,
+                          const uint64_t *rep, void *s) {
+  (void)ev; (void)n; (void)w; (void)h; (void)c; (void)rep; (void)s; NT;
+}
+
 int32_t hipkern_list1_evaluate(const hipkern_list1_table *t, const hipkern_list1_pairs *p,
                                const double *f, double *out, int32_t batch, void *s) {
   (void)t; (void)p; (void)f; (void)out; (void)batch; (void)s; NT;

@@ -211,6 +211,487 @@ __global__ void __launch_bounds__(kSplatBlock)
   }
 }
 
+
+// ---- tile modes (tile16 / tile32) ---------------------------------------
+//
+// Per chunk (hipkern_psf_tile_bin, then hipkern_psf_tile_accumulate):
+//   psf_prepare   one thread per event: the event's anchor, stamp offset,
+//                 blend weights, colour products, the 95 per-row column
+//                 spans (offsets, int8) and the bounding box of its in-image
+//                 pixels; the contribution counters and the centre-tile
+//                 census of the adaptive mode.
+//   psf_tile_count  one thread per event: +1 on every tile its support
+//                 reaches (per tile row band: the widest row of the band,
+//                 since the spans are nested about row 0).
+//   psf_tile_scan one block: exclusive scan of the counts into list starts,
+//                 the totals, the capacity check, and the tasks (a tile's
+//                 list in segments of <= kSegment references; a tile with
+//                 one segment writes its pixels directly, the others write
+//                 partial sums into their own slots).
+//   psf_tile_scatter  one thread per event: its index into each tile's list
+//                 through the start (used as a cursor; afterwards it holds
+//                 the list's end).
+//   psf_tile_sort one block per tile: the list into ascending event order
+//                 (a bitmask of the chunk's events in shared memory), so the
+//                 order never depends on the scatter's atomics.
+//   psf_tile_accumulate  one block per task, one thread per pixel of the
+//                 tile: the task's events staged in shared memory, then
+//                 added to the pixel in list order (CPU order), the pixel
+//                 read first when the task is its tile's first.
+//   psf_tile_merge  one block per tile with partial sums: the pixel is the
+//                 sum of its partials in segment order.
+// No atomics touch the image; the counts' atomics only count.
+constexpr unsigned kSegment = HIPKERN_PSF_SEGMENT;
+constexpr uint32_t kDirectTask = HIPKERN_PSF_DIRECT_TASK;
+constexpr int kCentreTile = HIPKERN_PSF_CENTRE_TILE;
+constexpr int kMaxChunk = HIPKERN_PSF_MAX_CHUNK_EVENTS;
+constexpr unsigned kScanBlock = 1024;
+constexpr unsigned kSortBlock = 256;
+constexpr int kRowSlots = 96;  // 95 rows, padded
+
+struct Prepared {
+  double w[4];       // blend weights w00, w10, w01, w11
+  double col[3];     // flux·r, flux·g, flux·b
+  int64_t stamp;     // element offset of stamp (i0, j0); -1: the event adds nothing
+  int32_t ax, ay;    // anchor
+  int32_t px_lo, px_hi, py_lo, py_hi;  // in-image pixels it touches (inclusive)
+};
+static_assert(sizeof(Prepared) + 2 * kRowSlots == HIPKERN_PSF_PREPARED_EVENT_BYTES,
+              "prepared event size");
+
+struct RowSpan {
+  int8_t lo, hi;
+};
+
+__device__ __forceinline__ Prepared *prepared_of(void *base) {
+  return static_cast<Prepared *>(base);
+}
+__device__ __forceinline__ RowSpan *rows_of(void *base, int64_t capacity) {
+  return reinterpret_cast<RowSpan *>(static_cast<char *>(base) + capacity * sizeof(Prepared));
+}
+
+__global__ void psf_prepare(const double *__restrict__ events, int64_t n_events, int phases,
+                            int width, int height, void *prepared_base, int64_t capacity,
+                            uint32_t *centre_marks, uint32_t census_serial,
+                            hipkern_psf_bin_totals *totals, uint64_t *counters,
+                            const unsigned long long *report) {
+  if (*report != kNone) return;
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n_events) return;
+  Prepared *pp = prepared_of(prepared_base) + k;
+  RowSpan *rows = rows_of(prepared_base, capacity) + k * kRowSlots;
+  const double *e = events + kFields * k;
+  const double x = e[0], y = e[1], s = e[6];
+  const double wd = static_cast<double>(width), hd = static_cast<double>(height);
+  Prepared p;
+  p.stamp = -1;
+  p.ax = p.ay = 0;
+  p.px_lo = p.py_lo = 1;
+  p.px_hi = p.py_hi = 0;
+  for (int c = 0; c < 4; ++c) p.w[c] = 0.0;
+  for (int c = 0; c < 3; ++c) p.col[c] = 0.0;
+  uint64_t n = 0;
+  // Centre-tile census (fixtures::centre_tiles): events whose centre is on the image.
+  if (x >= 0.0 && y >= 0.0 && x < wd && y < hd) {
+    const int ntx = (width + kCentreTile - 1) / kCentreTile;
+    const int t = (static_cast<int>(floor(y)) / kCentreTile) * ntx +
+                  static_cast<int>(floor(x)) / kCentreTile;
+    atomicAdd(reinterpret_cast<unsigned long long *>(&totals->centre_events), 1ull);
+    if (atomicExch(&centre_marks[t], census_serial) != census_serial)
+      atomicAdd(reinterpret_cast<unsigned long long *>(&totals->centre_tiles), 1ull);
+  }
+  bool inside = !(hk_add(hk_add(x, s), 1.0) < 0.0 || hk_sub(hk_sub(x, s), 1.0) > wd ||
+                  hk_add(hk_add(y, s), 1.0) < 0.0 || hk_sub(hk_sub(y, s), 1.0) > hd);
+  if (inside) {
+    const double flx = floor(x), fly = floor(y);
+    const int64_t ax = static_cast<int64_t>(flx), ay = static_cast<int64_t>(fly);
+    const double fx = hk_sub(x, flx), fy = hk_sub(y, fly);
+    int64_t px_lo = INT64_MAX, px_hi = INT64_MIN, py_lo = INT64_MAX, py_hi = INT64_MIN;
+    for (int r = 0; r < kRowSlots; ++r) {
+      RowSpan span{127, -128};
+      int64_t lo, hi;
+      const int64_t oy = r - kRadius;
+      if (r < kSide && row_span(fx, fy, s, oy, &lo, &hi) && lo >= -kRadius && hi <= kRadius) {
+        span.lo = static_cast<int8_t>(lo);
+        span.hi = static_cast<int8_t>(hi);
+        const int64_t py = ay + oy;
+        const int64_t a = ax + lo < 0 ? 0 : ax + lo;
+        const int64_t b = ax + hi > width - 1 ? width - 1 : ax + hi;
+        if (py >= 0 && py < height && a <= b) {
+          n += static_cast<uint64_t>(b - a + 1);
+          if (py < py_lo) py_lo = py;
+          if (py > py_hi) py_hi = py;
+          if (a < px_lo) px_lo = a;
+          if (b > px_hi) px_hi = b;
+        }
+      }
+      rows[r] = span;
+    }
+    if (n > 0) {
+      double tx, ty;
+      const int i0 = split_phase(fx, phases, &tx);
+      const int j0 = split_phase(fy, phases, &ty);
+      const double ux = hk_sub(1.0, tx), uy = hk_sub(1.0, ty);
+      p.w[0] = hk_mul(ux, uy);
+      p.w[1] = hk_mul(tx, uy);
+      p.w[2] = hk_mul(ux, ty);
+      p.w[3] = hk_mul(tx, ty);
+      const double flux = e[2];
+      p.col[0] = hk_mul(flux, e[3]);
+      p.col[1] = hk_mul(flux, e[4]);
+      p.col[2] = hk_mul(flux, e[5]);
+      p.stamp = static_cast<int64_t>(static_cast<size_t>(j0) * (phases + 1) + i0) *
+                static_cast<int64_t>(kStampPixels);
+      p.ax = static_cast<int32_t>(ax);
+      p.ay = static_cast<int32_t>(ay);
+      p.px_lo = static_cast<int32_t>(px_lo);
+      p.px_hi = static_cast<int32_t>(px_hi);
+      p.py_lo = static_cast<int32_t>(py_lo);
+      p.py_hi = static_cast<int32_t>(py_hi);
+    }
+  } else {
+    for (int r = 0; r < kRowSlots; ++r) rows[r] = RowSpan{127, -128};
+  }
+  *pp = p;
+  if (n > 0) {
+    atomicAdd(reinterpret_cast<unsigned long long *>(&counters[0]), 1ull);
+    atomicAdd(reinterpret_cast<unsigned long long *>(&counters[2]),
+              static_cast<unsigned long long>(n));
+  } else {
+    atomicAdd(reinterpret_cast<unsigned long long *>(&counters[1]), 1ull);
+  }
+}
+
+// Calls f(tile) for every tile of side `tile` the event's in-image pixels
+// reach, band by band (rows ty·tile .. ty·tile + tile − 1): the band's
+// columns are those of its row nearest the anchor row (the widest: spans
+// shrink monotonically away from row 0), clipped to the image.
+template <typename F>
+__device__ __forceinline__ void for_each_tile(const Prepared &p, const RowSpan *rows, int tile,
+                                              int width, F f) {
+  if (p.stamp < 0) return;
+  const int ntx = (width + tile - 1) / tile;
+  for (int ty = p.py_lo / tile; ty <= p.py_hi / tile; ++ty) {
+    int b_lo = ty * tile, b_hi = ty * tile + tile - 1;
+    if (b_lo < p.py_lo) b_lo = p.py_lo;
+    if (b_hi > p.py_hi) b_hi = p.py_hi;
+    int oy = 0;
+    if (oy < b_lo - p.ay) oy = b_lo - p.ay;
+    if (oy > b_hi - p.ay) oy = b_hi - p.ay;
+    const RowSpan sp = rows[oy + kRadius];
+    int a = p.ax + sp.lo, b = p.ax + sp.hi;
+    if (a < 0) a = 0;
+    if (b > width - 1) b = width - 1;
+    if (a > b) continue;  // cannot happen between py_lo and py_hi; kept for safety
+    for (int tx = a / tile; tx <= b / tile; ++tx) f(static_cast<uint32_t>(ty * ntx + tx));
+  }
+}
+
+__global__ void psf_tile_count(int64_t n_events, int tile, int width, void *prepared_base,
+                               int64_t capacity, uint32_t *tile_ends,
+                               const unsigned long long *report) {
+  if (*report != kNone) return;
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n_events) return;
+  const Prepared p = prepared_of(prepared_base)[k];
+  const RowSpan *rows = rows_of(prepared_base, capacity) + k * kRowSlots;
+  for_each_tile(p, rows, tile, width, [&](uint32_t t) { atomicAdd(&tile_ends[t], 1u); });
+}
+
+// Exclusive scan of kScanBlock values in shared memory (Hillis–Steele);
+// every thread calls it; returns thread t's exclusive prefix, *total the sum.
+__device__ uint64_t block_exclusive_scan(uint64_t v, uint64_t *buf, uint64_t *total) {
+  const unsigned t = threadIdx.x;
+  buf[t] = v;
+  __syncthreads();
+  for (unsigned off = 1; off < blockDim.x; off <<= 1) {
+    const uint64_t add = t >= off ? buf[t - off] : 0;
+    __syncthreads();
+    buf[t] += add;
+    __syncthreads();
+  }
+  const uint64_t inclusive = buf[t];
+  *total = buf[blockDim.x - 1];
+  __syncthreads();
+  return inclusive - v;
+}
+
+__device__ __forceinline__ uint64_t tasks_of(uint64_t n) {
+  return (n + kSegment - 1) / kSegment;
+}
+
+__global__ void __launch_bounds__(kScanBlock)
+    psf_tile_scan(uint32_t n_tiles, uint32_t *tile_ends, hipkern_psf_tile_task *tasks,
+                  uint64_t references_capacity, uint64_t tasks_capacity,
+                  uint64_t partial_slots_capacity, hipkern_psf_bin_totals *totals,
+                  const unsigned long long *report) {
+  __shared__ uint64_t buf[kScanBlock];
+  __shared__ uint64_t longest[kScanBlock];
+  if (*report != kNone) return;
+  const unsigned t = threadIdx.x;
+  const uint32_t per = (n_tiles + kScanBlock - 1) / kScanBlock;
+  const uint32_t first = t * per < n_tiles ? t * per : n_tiles;
+  const uint32_t last = first + per < n_tiles ? first + per : n_tiles;
+  uint64_t refs = 0, ntasks = 0, slots = 0, occupied = 0, top = 0;
+  for (uint32_t i = first; i < last; ++i) {
+    const uint64_t n = tile_ends[i];
+    refs += n;
+    ntasks += tasks_of(n);
+    if (n > kSegment) slots += tasks_of(n);
+    if (n > 0) ++occupied;
+    if (n > top) top = n;
+  }
+  uint64_t total_refs, total_tasks, total_slots, total_occupied;
+  const uint64_t ref0 = block_exclusive_scan(refs, buf, &total_refs);
+  const uint64_t task0 = block_exclusive_scan(ntasks, buf, &total_tasks);
+  const uint64_t slot0 = block_exclusive_scan(slots, buf, &total_slots);
+  (void)block_exclusive_scan(occupied, buf, &total_occupied);
+  longest[t] = top;
+  __syncthreads();
+  for (unsigned off = kScanBlock / 2; off > 0; off >>= 1) {
+    if (t < off && longest[t + off] > longest[t]) longest[t] = longest[t + off];
+    __syncthreads();
+  }
+  uint64_t overflow = 0;
+  if (total_refs > references_capacity) overflow |= 1;
+  if (total_tasks > tasks_capacity) overflow |= 2;
+  if (total_slots > partial_slots_capacity) overflow |= 4;
+  if (total_refs > 0xFFFFFFFFull) overflow |= 1;
+  if (t == 0) {
+    totals->references = total_refs;
+    totals->tasks = total_tasks;
+    totals->partial_slots = total_slots;
+    totals->occupied_tiles = total_occupied;
+    totals->longest_list = longest[0];
+    totals->overflow = overflow;
+  }
+  if (overflow) return;  // nothing past the check is written
+  uint64_t ref = ref0, task = task0, slot = slot0;
+  for (uint32_t i = first; i < last; ++i) {
+    const uint64_t n = tile_ends[i];
+    tile_ends[i] = static_cast<uint32_t>(ref);  // the scatter's cursor
+    const uint64_t m = tasks_of(n);
+    for (uint64_t seg = 0; seg < m; ++seg) {
+      hipkern_psf_tile_task tk;
+      tk.tile = i;
+      tk.start = static_cast<uint32_t>(ref + seg * kSegment);
+      const uint64_t left = n - seg * kSegment;
+      tk.count = static_cast<uint32_t>(left < kSegment ? left : kSegment);
+      tk.partial = m > 1 ? static_cast<uint32_t>(slot + seg) : kDirectTask;
+      tk.segment = static_cast<uint32_t>(seg);
+      tk.segments = static_cast<uint32_t>(m);
+      tasks[task + seg] = tk;
+    }
+    ref += n;
+    task += m;
+    if (m > 1) slot += m;
+  }
+}
+
+__global__ void psf_tile_scatter(int64_t n_events, int tile, int width, void *prepared_base,
+                                 int64_t capacity, uint32_t *tile_ends, uint32_t *references,
+                                 const hipkern_psf_bin_totals *totals,
+                                 const unsigned long long *report) {
+  if (*report != kNone || totals->overflow) return;
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n_events) return;
+  const Prepared p = prepared_of(prepared_base)[k];
+  const RowSpan *rows = rows_of(prepared_base, capacity) + k * kRowSlots;
+  for_each_tile(p, rows, tile, width, [&](uint32_t t) {
+    references[atomicAdd(&tile_ends[t], 1u)] = static_cast<uint32_t>(k);
+  });
+}
+
+// The tile list of a task's tile (only a tile's first task does the work).
+__device__ __forceinline__ bool tile_list(const hipkern_psf_tile_task &tk,
+                                          const uint32_t *tile_ends, uint32_t *start,
+                                          uint32_t *len) {
+  if (tk.segment != 0) return false;
+  *start = tk.start;
+  *len = tile_ends[tk.tile] - tk.start;
+  return true;
+}
+
+__global__ void __launch_bounds__(kSortBlock)
+    psf_tile_sort(uint64_t n_tasks, const hipkern_psf_tile_task *tasks, const uint32_t *tile_ends,
+                  uint32_t *references, const hipkern_psf_bin_totals *totals,
+                  const unsigned long long *report) {
+  constexpr int kWords = kMaxChunk / 32;
+  constexpr int kPer = kWords / kSortBlock;
+  __shared__ uint32_t mask[kWords];
+  __shared__ uint64_t buf[kSortBlock];
+  if (*report != kNone || totals->overflow) return;
+  if (blockIdx.x >= n_tasks || blockIdx.x >= totals->tasks) return;
+  uint32_t start, len;
+  if (!tile_list(tasks[blockIdx.x], tile_ends, &start, &len) || len < 2) return;
+  const unsigned t = threadIdx.x;
+  for (int w = t; w < kWords; w += kSortBlock) mask[w] = 0;
+  __syncthreads();
+  for (uint32_t i = t; i < len; i += kSortBlock) {
+    const uint32_t k = references[start + i];
+    atomicOr(&mask[k >> 5], 1u << (k & 31));
+  }
+  __syncthreads();
+  uint32_t mine = 0;
+  for (int w = 0; w < kPer; ++w) mine += __popc(mask[t * kPer + w]);
+  uint64_t total;
+  uint64_t at = block_exclusive_scan(mine, buf, &total);
+  for (int w = 0; w < kPer; ++w) {
+    uint32_t bits = mask[t * kPer + w];
+    while (bits) {
+      const int b = __ffs(bits) - 1;
+      bits &= bits - 1;
+      references[start + at++] = static_cast<uint32_t>((t * kPer + w) * 32 + b);
+    }
+  }
+}
+
+// tile × tile threads; kMaxTile = 32.
+constexpr int kMaxTile = 32;
+
+__global__ void __launch_bounds__(kMaxTile * kMaxTile)
+    psf_tile_accumulate(uint64_t n_tasks, int tile, const hipkern_psf_tile_task *tasks,
+                        const uint32_t *references, void *prepared_base, int64_t capacity,
+                        const double *__restrict__ stamps, int phases, double *image, int width,
+                        int height, double *partials, int device_lists,
+                        const hipkern_psf_bin_totals *totals, const unsigned long long *report) {
+  __shared__ double s_w[kSegment][4];
+  __shared__ double s_col[kSegment][3];
+  __shared__ int64_t s_stamp[kSegment];
+  __shared__ int32_t s_ax[kSegment], s_ay[kSegment];
+  __shared__ RowSpan s_rows[kSegment][kMaxTile];
+  if (*report != kNone) return;
+  if (device_lists && (totals->overflow || blockIdx.x >= totals->tasks)) return;
+  if (blockIdx.x >= n_tasks) return;
+  const hipkern_psf_tile_task tk = tasks[blockIdx.x];
+  const int ntx = (width + tile - 1) / tile;
+  const int tx0 = static_cast<int>(tk.tile % ntx) * tile;
+  const int ty0 = static_cast<int>(tk.tile / ntx) * tile;
+  const Prepared *pp = prepared_of(prepared_base);
+  const RowSpan *all_rows = rows_of(prepared_base, capacity);
+  const int count = static_cast<int>(tk.count);
+  for (int i = threadIdx.x; i < count; i += blockDim.x) {
+    const uint32_t k = references[tk.start + i];
+    const Prepared &p = pp[k];
+    for (int c = 0; c < 4; ++c) s_w[i][c] = p.w[c];
+    for (int c = 0; c < 3; ++c) s_col[i][c] = p.col[c];
+    s_stamp[i] = p.stamp;
+    s_ax[i] = p.ax;
+    s_ay[i] = p.ay;
+  }
+  __syncthreads();
+  for (int idx = threadIdx.x; idx < count * tile; idx += blockDim.x) {
+    const int i = idx / tile, r = idx % tile;
+    const uint32_t k = references[tk.start + i];
+    const int oy = ty0 + r - s_ay[i];
+    RowSpan sp{127, -128};
+    if (s_stamp[i] >= 0 && oy >= -kRadius && oy <= kRadius)
+      sp = all_rows[static_cast<int64_t>(k) * kRowSlots + oy + kRadius];
+    s_rows[i][r] = sp;
+  }
+  __syncthreads();
+  const int r = threadIdx.x / tile, c = threadIdx.x % tile;
+  const int px = tx0 + c, py = ty0 + r;
+  if (px >= width || py >= height) return;
+  double *pixel = image + (static_cast<size_t>(py) * width + px) * 3;
+  double acc0 = 0.0, acc1 = 0.0, acc2 = 0.0;
+  if (tk.segment == 0) {
+    acc0 = pixel[0];
+    acc1 = pixel[1];
+    acc2 = pixel[2];
+  }
+  const size_t row_stamps = static_cast<size_t>(phases) + 1;
+  for (int i = 0; i < count; ++i) {
+    const RowSpan sp = s_rows[i][r];
+    const int ox = px - s_ax[i];
+    if (ox < sp.lo || ox > sp.hi) continue;
+    const int oy = py - s_ay[i];
+    const size_t q = static_cast<size_t>(oy + kRadius) * kSide + static_cast<size_t>(ox + kRadius);
+    const double *s00 = stamps + s_stamp[i];
+    const double *s10 = s00 + kStampPixels;
+    const double *s01 = s00 + row_stamps * kStampPixels;
+    const double *s11 = s01 + kStampPixels;
+    const double v = hk_add(hk_add(hk_add(hk_mul(s_w[i][0], s00[q]), hk_mul(s_w[i][1], s10[q])),
+                                   hk_mul(s_w[i][2], s01[q])),
+                            hk_mul(s_w[i][3], s11[q]));
+    acc0 = hk_add(acc0, hk_mul(v, s_col[i][0]));
+    acc1 = hk_add(acc1, hk_mul(v, s_col[i][1]));
+    acc2 = hk_add(acc2, hk_mul(v, s_col[i][2]));
+  }
+  if (tk.partial == kDirectTask) {
+    pixel[0] = acc0;
+    pixel[1] = acc1;
+    pixel[2] = acc2;
+  } else {
+    double *out = partials + (static_cast<size_t>(tk.partial) * tile * tile + threadIdx.x) * 3;
+    out[0] = acc0;
+    out[1] = acc1;
+    out[2] = acc2;
+  }
+}
+
+__global__ void __launch_bounds__(kMaxTile * kMaxTile)
+    psf_tile_merge(uint64_t n_tasks, int tile, const hipkern_psf_tile_task *tasks,
+                   double *image, int width, int height, const double *partials,
+                   int device_lists, const hipkern_psf_bin_totals *totals,
+                   const unsigned long long *report) {
+  if (*report != kNone) return;
+  if (device_lists && (totals->overflow || blockIdx.x >= totals->tasks)) return;
+  if (blockIdx.x >= n_tasks) return;
+  const hipkern_psf_tile_task tk = tasks[blockIdx.x];
+  if (tk.segment != 0 || tk.partial == kDirectTask) return;
+  const int ntx = (width + tile - 1) / tile;
+  const int px = static_cast<int>(tk.tile % ntx) * tile + static_cast<int>(threadIdx.x) % tile;
+  const int py = static_cast<int>(tk.tile / ntx) * tile + static_cast<int>(threadIdx.x) / tile;
+  if (px >= width || py >= height) return;
+  const size_t slot = static_cast<size_t>(tile) * tile * 3;
+  const double *p = partials + (static_cast<size_t>(tk.partial) * tile * tile + threadIdx.x) * 3;
+  double a0 = p[0], a1 = p[1], a2 = p[2];
+  for (uint32_t s = 1; s < tk.segments; ++s) {
+    const double *q = p + s * slot;
+    a0 = hk_add(a0, q[0]);
+    a1 = hk_add(a1, q[1]);
+    a2 = hk_add(a2, q[2]);
+  }
+  double *pixel = image + (static_cast<size_t>(py) * width + px) * 3;
+  pixel[0] = a0;
+  pixel[1] = a1;
+  pixel[2] = a2;
+}
+
+// The contribution counters of the atomic mode (the same counts psf_prepare makes).
+__global__ void psf_count(const double *__restrict__ events, int64_t n_events, int width,
+                          int height, uint64_t *counters, const unsigned long long *report) {
+  if (*report != kNone) return;
+  const int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (k >= n_events) return;
+  const double *e = events + kFields * k;
+  const double x = e[0], y = e[1], s = e[6];
+  const double wd = static_cast<double>(width), hd = static_cast<double>(height);
+  uint64_t n = 0;
+  if (!(hk_add(hk_add(x, s), 1.0) < 0.0 || hk_sub(hk_sub(x, s), 1.0) > wd ||
+        hk_add(hk_add(y, s), 1.0) < 0.0 || hk_sub(hk_sub(y, s), 1.0) > hd)) {
+    const double flx = floor(x), fly = floor(y);
+    const int64_t ax = static_cast<int64_t>(flx), ay = static_cast<int64_t>(fly);
+    const double fx = hk_sub(x, flx), fy = hk_sub(y, fly);
+    for (int64_t oy = -kRadius; oy <= kRadius; ++oy) {
+      int64_t lo, hi;
+      const int64_t py = ay + oy;
+      if (py < 0 || py >= height || !row_span(fx, fy, s, oy, &lo, &hi)) continue;
+      const int64_t a = ax + lo < 0 ? 0 : ax + lo;
+      const int64_t b = ax + hi > width - 1 ? width - 1 : ax + hi;
+      if (a <= b) n += static_cast<uint64_t>(b - a + 1);
+    }
+  }
+  if (n > 0) {
+    atomicAdd(reinterpret_cast<unsigned long long *>(&counters[0]), 1ull);
+    atomicAdd(reinterpret_cast<unsigned long long *>(&counters[2]),
+              static_cast<unsigned long long>(n));
+  } else {
+    atomicAdd(reinterpret_cast<unsigned long long *>(&counters[1]), 1ull);
+  }
+}
+
 unsigned grid_for(int64_t items, unsigned per_block) {
   const int64_t b = (items + per_block - 1) / per_block;
   return static_cast<unsigned>(b < kMaxBlocks ? b : kMaxBlocks);
@@ -236,6 +717,99 @@ int32_t hipkern_psf_splat_atomic(const double *events, int64_t n_events, const d
   if (e != hipSuccess) return static_cast<int32_t>(e);
   psf_splat<<<grid_for(n_events, 1), kSplatBlock, 0, s>>>(events, n_events, stamps, phases, image,
                                                           width, height, rep);
+  return static_cast<int32_t>(hipGetLastError());
+}
+
+}  // extern "C"
+
+extern "C" {
+
+int32_t hipkern_psf_tile_bin(const double *events, int64_t n_events, int32_t phases,
+                             int32_t width, int32_t height, int32_t tile, int32_t device_lists,
+                             uint32_t census_serial, const hipkern_psf_tile_scratch *scratch,
+                             uint64_t *report, void *stream) {
+  if (n_events < 0 || n_events > kMaxChunk || phases < 1 || phases > 1024 || width < 1 ||
+      height < 1 || !report || !scratch || (tile != 16 && tile != 32))
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  const hipkern_psf_tile_scratch sc = *scratch;
+  if (!sc.totals || !sc.counters || !sc.centre_marks || !sc.prepared ||
+      sc.prepared_events < n_events || (device_lists && (!sc.tile_ends || !sc.tasks)))
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  hipStream_t s = static_cast<hipStream_t>(stream);
+  (void)hipGetLastError();
+  hipError_t e = hipMemsetAsync(sc.totals, 0, sizeof(hipkern_psf_bin_totals), s);
+  if (e != hipSuccess) return static_cast<int32_t>(e);
+  const uint32_t n_tiles = static_cast<uint32_t>(((width + tile - 1) / tile)) *
+                           static_cast<uint32_t>((height + tile - 1) / tile);
+  if (device_lists) {
+    e = hipMemsetAsync(sc.tile_ends, 0, sizeof(uint32_t) * n_tiles, s);
+    if (e != hipSuccess) return static_cast<int32_t>(e);
+  }
+  if (n_events == 0) return HIPKERN_SUCCESS;
+  if (!events) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  unsigned long long *rep = reinterpret_cast<unsigned long long *>(report);
+  psf_check<<<grid_for(n_events, kCheckBlock), kCheckBlock, 0, s>>>(events, n_events, rep);
+  psf_prepare<<<grid_for(n_events, kCheckBlock), kCheckBlock, 0, s>>>(
+      events, n_events, phases, width, height, sc.prepared, sc.prepared_events, sc.centre_marks,
+      census_serial, sc.totals, sc.counters, rep);
+  if (device_lists) {
+    psf_tile_count<<<grid_for(n_events, kCheckBlock), kCheckBlock, 0, s>>>(
+        n_events, tile, width, sc.prepared, sc.prepared_events, sc.tile_ends, rep);
+    psf_tile_scan<<<1, kScanBlock, 0, s>>>(n_tiles, sc.tile_ends, sc.tasks,
+                                           sc.references_capacity, sc.tasks_capacity,
+                                           sc.partial_slots_capacity, sc.totals, rep);
+  }
+  return static_cast<int32_t>(hipGetLastError());
+}
+
+int32_t hipkern_psf_tile_accumulate(const double *stamps, int32_t phases, double *image,
+                                    int32_t width, int32_t height, int32_t tile,
+                                    int32_t device_lists, int64_t n_events, uint64_t n_tasks,
+                                    int32_t merge, const hipkern_psf_tile_scratch *scratch,
+                                    const uint64_t *report, void *stream) {
+  if (n_events < 0 || n_events > kMaxChunk || phases < 1 || phases > 1024 || width < 1 ||
+      height < 1 || !report || !scratch || (tile != 16 && tile != 32) || !stamps || !image)
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  const hipkern_psf_tile_scratch sc = *scratch;
+  if (!sc.totals || !sc.prepared || !sc.tile_ends || !sc.tasks || !sc.references ||
+      sc.prepared_events < n_events || n_tasks > sc.tasks_capacity || n_tasks > 0x7FFFFFFFull ||
+      (merge && !sc.partials))
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (n_tasks == 0) return HIPKERN_SUCCESS;
+  hipStream_t s = static_cast<hipStream_t>(stream);
+  const unsigned long long *rep = reinterpret_cast<const unsigned long long *>(report);
+  (void)hipGetLastError();
+  const unsigned grid = static_cast<unsigned>(n_tasks);
+  if (device_lists) {
+    psf_tile_scatter<<<grid_for(n_events, kCheckBlock), kCheckBlock, 0, s>>>(
+        n_events, tile, width, sc.prepared, sc.prepared_events, sc.tile_ends, sc.references,
+        sc.totals, rep);
+    psf_tile_sort<<<grid, kSortBlock, 0, s>>>(n_tasks, sc.tasks, sc.tile_ends, sc.references,
+                                              sc.totals, rep);
+  }
+  const unsigned threads = static_cast<unsigned>(tile * tile);
+  psf_tile_accumulate<<<grid, threads, 0, s>>>(n_tasks, tile, sc.tasks, sc.references,
+                                               sc.prepared, sc.prepared_events, stamps, phases,
+                                               image, width, height, sc.partials, device_lists,
+                                               sc.totals, rep);
+  if (merge)
+    psf_tile_merge<<<grid, threads, 0, s>>>(n_tasks, tile, sc.tasks, image, width, height,
+                                            sc.partials, device_lists, sc.totals, rep);
+  return static_cast<int32_t>(hipGetLastError());
+}
+
+int32_t hipkern_psf_count(const double *events, int64_t n_events, int32_t width, int32_t height,
+                          uint64_t *counters, const uint64_t *report, void *stream) {
+  if (n_events < 0 || width < 1 || height < 1 || !report || !counters)
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (n_events > INT64_MAX / (kFields * 8)) return HIPKERN_ERROR_OVERFLOW;
+  if (n_events == 0) return HIPKERN_SUCCESS;
+  if (!events) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  hipStream_t s = static_cast<hipStream_t>(stream);
+  (void)hipGetLastError();
+  psf_count<<<grid_for(n_events, kCheckBlock), kCheckBlock, 0, s>>>(
+      events, n_events, width, height, counters,
+      reinterpret_cast<const unsigned long long *>(report));
   return static_cast<int32_t>(hipGetLastError());
 }
 

@@ -290,6 +290,126 @@ int32_t hipkern_psf_splat_atomic(const double *events, int64_t n_events, const d
                                  int32_t phases, double *image, int32_t width, int32_t height,
                                  uint64_t *report, void *stream);
 
+/* ---- PSF sink: tile modes (tile16 / tile32) ---------------------------- */
+/** Most references one accumulation task takes; longer tile lists are cut. */
+#define HIPKERN_PSF_SEGMENT 256
+/** hipkern_psf_tile_task.partial of a tile with one segment (writes the pixel). */
+#define HIPKERN_PSF_DIRECT_TASK 0xFFFFFFFFu
+/** Side of the centre tiles the adaptive selection counts events in. */
+#define HIPKERN_PSF_CENTRE_TILE 32
+/** Most events of one tile-mode chunk (event indices fit the sort's bitmask). */
+#define HIPKERN_PSF_MAX_CHUNK_EVENTS 16384
+/** Device bytes hipkern_psf_tile_scratch.prepared needs per event. */
+#define HIPKERN_PSF_PREPARED_EVENT_BYTES 280
+
+/** One accumulation task: references start .. start + count of tile `tile`. */
+typedef struct hipkern_psf_tile_task {
+  /** Tile index, ty * ceil(width / tile) + tx. */
+  uint32_t tile;
+  /** First reference (index into hipkern_psf_tile_scratch.references). */
+  uint32_t start;
+  /** References, 1..=HIPKERN_PSF_SEGMENT. */
+  uint32_t count;
+  /** Partial-sum slot, or HIPKERN_PSF_DIRECT_TASK when segments == 1. */
+  uint32_t partial;
+  /** Segment of its tile's list, 0-based. */
+  uint32_t segment;
+  /** Segments of its tile's list. */
+  uint32_t segments;
+} hipkern_psf_tile_task;
+
+/** What the binning pass of one chunk found (written by hipkern_psf_tile_bin). */
+typedef struct hipkern_psf_bin_totals {
+  /** Tile references (event, tile) of the chunk. */
+  uint64_t references;
+  /** Tasks: sum over tiles of ceil(list / 256). */
+  uint64_t tasks;
+  /** Partial-sum slots: tasks of the tiles with more than one segment. */
+  uint64_t partial_slots;
+  /** Tiles with a non-empty list. */
+  uint64_t occupied_tiles;
+  /** Longest tile list. */
+  uint64_t longest_list;
+  /** Events whose centre (x, y) lies on the image. */
+  uint64_t centre_events;
+  /** 32 x 32 centre tiles holding at least one of them. */
+  uint64_t centre_tiles;
+  /** Capacity bits: 1 references, 2 tasks, 4 partials (0: everything fits). */
+  uint64_t overflow;
+} hipkern_psf_bin_totals;
+
+/**
+ * Device scratch of the tile modes, allocated once by the caller.
+ * prepared: prepared_events x HIPKERN_PSF_PREPARED_EVENT_BYTES bytes.
+ * tile_ends: ceil(width / tile) * ceil(height / tile) uint32 (the list
+ *   starts during binning; afterwards each tile's list end).
+ * references / tasks / partials: capacities in elements (partials in slots
+ *   of tile * tile * 3 float64).
+ * centre_marks: ceil(width / 32) * ceil(height / 32) uint32, zero when
+ *   allocated; census_serial must differ from every serial used before
+ *   with the same marks (and not be 0).
+ * totals: one hipkern_psf_bin_totals. counters: 3 uint64 the passes add
+ *   to (events with contributions, events without, contributions); the
+ *   caller zeroes them.
+ */
+typedef struct hipkern_psf_tile_scratch {
+  void *prepared;
+  int64_t prepared_events;
+  uint32_t *tile_ends;
+  uint32_t *references;
+  uint64_t references_capacity;
+  hipkern_psf_tile_task *tasks;
+  uint64_t tasks_capacity;
+  double *partials;
+  uint64_t partial_slots_capacity;
+  uint32_t *centre_marks;
+  hipkern_psf_bin_totals *totals;
+  uint64_t *counters;
+} hipkern_psf_tile_scratch;
+
+/**
+ * The binning pass of one tile-mode chunk (n_events <= 16384): checks the
+ * events as hipkern_psf_splat_atomic does (into *report), prepares them
+ * (anchor, stamp, blend weights, colour products, per-row spans, in-image
+ * box; the counters; the centre-tile census into totals), and when
+ * device_lists != 0 counts the references per tile (a tile gets an event
+ * when a pixel of the event's clipped support lies in it) and scans them
+ * into list starts and tasks. totals->overflow says which capacity the
+ * chunk exceeds; nothing past the check is written then. tile is 16 or 32.
+ * With device_lists == 0 the caller supplies tile_ends, references and
+ * tasks itself (host binning, same lists) before hipkern_psf_tile_accumulate.
+ * Asynchronous on `stream`: read totals after the stream has passed it.
+ */
+int32_t hipkern_psf_tile_bin(const double *events, int64_t n_events, int32_t phases,
+                             int32_t width, int32_t height, int32_t tile, int32_t device_lists,
+                             uint32_t census_serial, const hipkern_psf_tile_scratch *scratch,
+                             uint64_t *report, void *stream);
+
+/**
+ * The accumulation of one binned chunk: with device_lists, scatters the
+ * event indices into the lists and sorts each list into event order; then
+ * one block per task (n_tasks = totals->tasks), one thread per pixel, adds
+ * the task's events to the pixel in list order (a tile's first task starts
+ * from the image's value), writing the pixel (one segment) or its partial
+ * slot; with merge != 0 a second kernel sums the partials of each tile with
+ * several segments in segment order into the pixel. No atomics on the
+ * image: the result is bitwise the same on every run with the same chunks.
+ * Does nothing when *report says an event was refused or (device_lists)
+ * totals->overflow is set.
+ */
+int32_t hipkern_psf_tile_accumulate(const double *stamps, int32_t phases, double *image,
+                                    int32_t width, int32_t height, int32_t tile,
+                                    int32_t device_lists, int64_t n_events, uint64_t n_tasks,
+                                    int32_t merge, const hipkern_psf_tile_scratch *scratch,
+                                    const uint64_t *report, void *stream);
+
+/**
+ * The contribution counters of n_events checked events (adds to
+ * counters[0..3] as hipkern_psf_tile_bin does); for the atomic mode.
+ */
+int32_t hipkern_psf_count(const double *events, int64_t n_events, int32_t width, int32_t height,
+                          uint64_t *counters, const uint64_t *report, void *stream);
+
 /* ---- List 1 near-field evaluator (SPEC section 6) ----------------------- */
 /** Most transforms a descriptor fallback has (the 48 signed permutations of 3 axes). */
 #define HIPKERN_LIST1_MAX_TRANSFORMS 48

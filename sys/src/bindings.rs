@@ -9,6 +9,11 @@ pub const HIPKERN_ERROR_INVALID_INDEX: i32 = -4;
 pub const HIPKERN_PSF_CACHE_RADIUS: u32 = 47;
 pub const HIPKERN_PSF_STAMP_SIDE: u32 = 95;
 pub const HIPKERN_PSF_EVENT_FIELDS: u32 = 7;
+pub const HIPKERN_PSF_SEGMENT: u32 = 256;
+pub const HIPKERN_PSF_DIRECT_TASK: u32 = 4294967295;
+pub const HIPKERN_PSF_CENTRE_TILE: u32 = 32;
+pub const HIPKERN_PSF_MAX_CHUNK_EVENTS: u32 = 16384;
+pub const HIPKERN_PSF_PREPARED_EVENT_BYTES: u32 = 280;
 pub const HIPKERN_LIST1_MAX_TRANSFORMS: u32 = 48;
 pub const HIPKERN_LIST1_MAX_BATCH: u32 = 1024;
 pub const HIPKERN_LIST1_MAX_LEVELS: u32 = 32;
@@ -351,6 +356,178 @@ unsafe extern "C" {
         width: i32,
         height: i32,
         report: *mut u64,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
+#[doc = " One accumulation task: references start .. start + count of tile `tile`."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_psf_tile_task {
+    #[doc = " Tile index, ty * ceil(width / tile) + tx."]
+    pub tile: u32,
+    #[doc = " First reference (index into hipkern_psf_tile_scratch.references)."]
+    pub start: u32,
+    #[doc = " References, 1..=HIPKERN_PSF_SEGMENT."]
+    pub count: u32,
+    #[doc = " Partial-sum slot, or HIPKERN_PSF_DIRECT_TASK when segments == 1."]
+    pub partial: u32,
+    #[doc = " Segment of its tile's list, 0-based."]
+    pub segment: u32,
+    #[doc = " Segments of its tile's list."]
+    pub segments: u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_psf_tile_task"][::core::mem::size_of::<hipkern_psf_tile_task>() - 24usize];
+    ["Alignment of hipkern_psf_tile_task"]
+        [::core::mem::align_of::<hipkern_psf_tile_task>() - 4usize];
+    ["Offset of field: hipkern_psf_tile_task::tile"]
+        [::core::mem::offset_of!(hipkern_psf_tile_task, tile) - 0usize];
+    ["Offset of field: hipkern_psf_tile_task::start"]
+        [::core::mem::offset_of!(hipkern_psf_tile_task, start) - 4usize];
+    ["Offset of field: hipkern_psf_tile_task::count"]
+        [::core::mem::offset_of!(hipkern_psf_tile_task, count) - 8usize];
+    ["Offset of field: hipkern_psf_tile_task::partial"]
+        [::core::mem::offset_of!(hipkern_psf_tile_task, partial) - 12usize];
+    ["Offset of field: hipkern_psf_tile_task::segment"]
+        [::core::mem::offset_of!(hipkern_psf_tile_task, segment) - 16usize];
+    ["Offset of field: hipkern_psf_tile_task::segments"]
+        [::core::mem::offset_of!(hipkern_psf_tile_task, segments) - 20usize];
+};
+#[doc = " What the binning pass of one chunk found (written by hipkern_psf_tile_bin)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_psf_bin_totals {
+    #[doc = " Tile references (event, tile) of the chunk."]
+    pub references: u64,
+    #[doc = " Tasks: sum over tiles of ceil(list / 256)."]
+    pub tasks: u64,
+    #[doc = " Partial-sum slots: tasks of the tiles with more than one segment."]
+    pub partial_slots: u64,
+    #[doc = " Tiles with a non-empty list."]
+    pub occupied_tiles: u64,
+    #[doc = " Longest tile list."]
+    pub longest_list: u64,
+    #[doc = " Events whose centre (x, y) lies on the image."]
+    pub centre_events: u64,
+    #[doc = " 32 x 32 centre tiles holding at least one of them."]
+    pub centre_tiles: u64,
+    #[doc = " Capacity bits: 1 references, 2 tasks, 4 partials (0: everything fits)."]
+    pub overflow: u64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_psf_bin_totals"][::core::mem::size_of::<hipkern_psf_bin_totals>() - 64usize];
+    ["Alignment of hipkern_psf_bin_totals"]
+        [::core::mem::align_of::<hipkern_psf_bin_totals>() - 8usize];
+    ["Offset of field: hipkern_psf_bin_totals::references"]
+        [::core::mem::offset_of!(hipkern_psf_bin_totals, references) - 0usize];
+    ["Offset of field: hipkern_psf_bin_totals::tasks"]
+        [::core::mem::offset_of!(hipkern_psf_bin_totals, tasks) - 8usize];
+    ["Offset of field: hipkern_psf_bin_totals::partial_slots"]
+        [::core::mem::offset_of!(hipkern_psf_bin_totals, partial_slots) - 16usize];
+    ["Offset of field: hipkern_psf_bin_totals::occupied_tiles"]
+        [::core::mem::offset_of!(hipkern_psf_bin_totals, occupied_tiles) - 24usize];
+    ["Offset of field: hipkern_psf_bin_totals::longest_list"]
+        [::core::mem::offset_of!(hipkern_psf_bin_totals, longest_list) - 32usize];
+    ["Offset of field: hipkern_psf_bin_totals::centre_events"]
+        [::core::mem::offset_of!(hipkern_psf_bin_totals, centre_events) - 40usize];
+    ["Offset of field: hipkern_psf_bin_totals::centre_tiles"]
+        [::core::mem::offset_of!(hipkern_psf_bin_totals, centre_tiles) - 48usize];
+    ["Offset of field: hipkern_psf_bin_totals::overflow"]
+        [::core::mem::offset_of!(hipkern_psf_bin_totals, overflow) - 56usize];
+};
+#[doc = " Device scratch of the tile modes, allocated once by the caller.\n prepared: prepared_events x HIPKERN_PSF_PREPARED_EVENT_BYTES bytes.\n tile_ends: ceil(width / tile) * ceil(height / tile) uint32 (the list\n   starts during binning; afterwards each tile's list end).\n references / tasks / partials: capacities in elements (partials in slots\n   of tile * tile * 3 float64).\n centre_marks: ceil(width / 32) * ceil(height / 32) uint32, zero when\n   allocated; census_serial must differ from every serial used before\n   with the same marks (and not be 0).\n totals: one hipkern_psf_bin_totals. counters: 3 uint64 the passes add\n   to (events with contributions, events without, contributions); the\n   caller zeroes them."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_psf_tile_scratch {
+    pub prepared: *mut ::core::ffi::c_void,
+    pub prepared_events: i64,
+    pub tile_ends: *mut u32,
+    pub references: *mut u32,
+    pub references_capacity: u64,
+    pub tasks: *mut hipkern_psf_tile_task,
+    pub tasks_capacity: u64,
+    pub partials: *mut f64,
+    pub partial_slots_capacity: u64,
+    pub centre_marks: *mut u32,
+    pub totals: *mut hipkern_psf_bin_totals,
+    pub counters: *mut u64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_psf_tile_scratch"]
+        [::core::mem::size_of::<hipkern_psf_tile_scratch>() - 96usize];
+    ["Alignment of hipkern_psf_tile_scratch"]
+        [::core::mem::align_of::<hipkern_psf_tile_scratch>() - 8usize];
+    ["Offset of field: hipkern_psf_tile_scratch::prepared"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, prepared) - 0usize];
+    ["Offset of field: hipkern_psf_tile_scratch::prepared_events"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, prepared_events) - 8usize];
+    ["Offset of field: hipkern_psf_tile_scratch::tile_ends"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, tile_ends) - 16usize];
+    ["Offset of field: hipkern_psf_tile_scratch::references"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, references) - 24usize];
+    ["Offset of field: hipkern_psf_tile_scratch::references_capacity"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, references_capacity) - 32usize];
+    ["Offset of field: hipkern_psf_tile_scratch::tasks"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, tasks) - 40usize];
+    ["Offset of field: hipkern_psf_tile_scratch::tasks_capacity"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, tasks_capacity) - 48usize];
+    ["Offset of field: hipkern_psf_tile_scratch::partials"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, partials) - 56usize];
+    ["Offset of field: hipkern_psf_tile_scratch::partial_slots_capacity"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, partial_slots_capacity) - 64usize];
+    ["Offset of field: hipkern_psf_tile_scratch::centre_marks"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, centre_marks) - 72usize];
+    ["Offset of field: hipkern_psf_tile_scratch::totals"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, totals) - 80usize];
+    ["Offset of field: hipkern_psf_tile_scratch::counters"]
+        [::core::mem::offset_of!(hipkern_psf_tile_scratch, counters) - 88usize];
+};
+unsafe extern "C" {
+    #[doc = " The binning pass of one tile-mode chunk (n_events <= 16384): checks the\n events as hipkern_psf_splat_atomic does (into *report), prepares them\n (anchor, stamp, blend weights, colour products, per-row spans, in-image\n box; the counters; the centre-tile census into totals), and when\n device_lists != 0 counts the references per tile (a tile gets an event\n when a pixel of the event's clipped support lies in it) and scans them\n into list starts and tasks. totals->overflow says which capacity the\n chunk exceeds; nothing past the check is written then. tile is 16 or 32.\n With device_lists == 0 the caller supplies tile_ends, references and\n tasks itself (host binning, same lists) before hipkern_psf_tile_accumulate.\n Asynchronous on `stream`: read totals after the stream has passed it."]
+    pub fn hipkern_psf_tile_bin(
+        events: *const f64,
+        n_events: i64,
+        phases: i32,
+        width: i32,
+        height: i32,
+        tile: i32,
+        device_lists: i32,
+        census_serial: u32,
+        scratch: *const hipkern_psf_tile_scratch,
+        report: *mut u64,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " The accumulation of one binned chunk: with device_lists, scatters the\n event indices into the lists and sorts each list into event order; then\n one block per task (n_tasks = totals->tasks), one thread per pixel, adds\n the task's events to the pixel in list order (a tile's first task starts\n from the image's value), writing the pixel (one segment) or its partial\n slot; with merge != 0 a second kernel sums the partials of each tile with\n several segments in segment order into the pixel. No atomics on the\n image: the result is bitwise the same on every run with the same chunks.\n Does nothing when *report says an event was refused or (device_lists)\n totals->overflow is set."]
+    pub fn hipkern_psf_tile_accumulate(
+        stamps: *const f64,
+        phases: i32,
+        image: *mut f64,
+        width: i32,
+        height: i32,
+        tile: i32,
+        device_lists: i32,
+        n_events: i64,
+        n_tasks: u64,
+        merge: i32,
+        scratch: *const hipkern_psf_tile_scratch,
+        report: *const u64,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " The contribution counters of n_events checked events (adds to\n counters[0..3] as hipkern_psf_tile_bin does); for the atomic mode."]
+    pub fn hipkern_psf_count(
+        events: *const f64,
+        n_events: i64,
+        width: i32,
+        height: i32,
+        counters: *mut u64,
+        report: *const u64,
         stream: *mut ::core::ffi::c_void,
     ) -> i32;
 }
