@@ -42,6 +42,7 @@
 //!   boundary event sets.
 //! - [`CpuSink`]: the serial reference and the row-parallel sink (bitwise
 //!   equal), in chunks of ≤ [`CHUNK_EVENTS`]; [`render_direct`].
+pub mod binning;
 mod cache;
 mod device;
 mod event;
@@ -53,7 +54,10 @@ mod reference;
 pub mod support;
 
 pub use cache::{offset_index, CacheConfig, PsfCache};
-pub use device::DeviceSink;
+pub use device::{
+    AdaptiveThresholds, Binning, ChunkMode, ChunkRecord, DeviceSink, DeviceSinkBuilder,
+    ScratchLimits, ScratchUsage, SinkMode, SinkTimings,
+};
 pub use event::{
     encode_events, parse_events, read_events, validate_events, write_events, write_events_npy,
     EventFile, EventFormat, StarEvent, EVENT_FIELDS, EVENT_HEADER_BYTES, EVENT_MAGIC,

@@ -30,6 +30,20 @@ pub enum Error {
     },
     /// Input that the caller got wrong, named.
     InvalidInput(String),
+    /// A chunk needed more of a bounded scratch buffer than it has. The
+    /// chunk was not applied (the image is as before it) and the owner is
+    /// still usable: split the chunk, or choose another mode.
+    ScratchExceeded {
+        /// Which buffer, e.g. `references`.
+        buffer: &'static str,
+        /// Bytes the chunk needs.
+        needed_bytes: u64,
+        /// Bytes the buffer has.
+        capacity_bytes: u64,
+        /// Events of the call accumulated before the refused chunk (the
+        /// refused chunk and the ones after it were not).
+        accumulated_events: usize,
+    },
 }
 
 impl Error {
@@ -86,6 +100,18 @@ impl fmt::Display for Error {
                 write!(f, "{call} failed: {name} ({code}): {message}")
             }
             Error::InvalidInput(s) => write!(f, "invalid input: {s}"),
+            Error::ScratchExceeded {
+                buffer,
+                needed_bytes,
+                capacity_bytes,
+                accumulated_events,
+            } => write!(
+                f,
+                "scratch buffer `{buffer}` exceeded: the chunk needs {needed_bytes} bytes, the \
+                 buffer has {capacity_bytes}; the chunk was not applied (the first \
+                 {accumulated_events} events of the call were); split the chunk or choose the \
+                 atomic mode"
+            ),
         }
     }
 }
