@@ -390,7 +390,7 @@ impl TileScratch {
             references: 4 * self.references.len() as u64,
             tasks: TASK_BYTES * self.tasks.len() as u64,
             starts: 4 * self.tile_ends.len() as u64,
-            partials: 8 * self.partials.len() as u64,
+            partials: self.partial_slots * self.slot_bytes(),
             prepared: self.prepared.len() as u64,
         }
     }
@@ -684,10 +684,9 @@ impl DeviceSink {
         &self.device
     }
 
-    /// The counters (as [`CpuSink::stats`](super::CpuSink::stats)) as of
-    /// the last synchronization ([`DeviceSink::finish`],
-    /// [`DeviceSink::finish_pinned`], [`DeviceSink::sync`], or a routed
-    /// chunk's direct path): the device counts the contributions.
+    /// The counters (as [`CpuSink::stats`](super::CpuSink::stats)); the
+    /// device counts the contributions, and every accumulating call
+    /// synchronizes before it returns, so they are up to date.
     pub fn stats(&self) -> SinkStats {
         self.stats
     }
@@ -720,9 +719,10 @@ impl DeviceSink {
     /// [`CHUNK_EVENTS`]. Every event of the call is validated first
     /// ([`StarEvent::validate`], and [`PsfCache::fits`]); the first bad one
     /// is the error, naming its index in `events`, and nothing of the call
-    /// is accumulated. Asynchronous in `atomic` mode (returns once the
-    /// chunks are queued; [`DeviceSink::finish`] waits); the tile modes
-    /// wait for each chunk's binning pass.
+    /// is accumulated. Chunks overlap their uploads with the previous
+    /// chunk's kernels (`atomic`; the tile modes wait for each chunk's
+    /// binning pass); the call returns when its work is done, with
+    /// [`DeviceSink::stats`] up to date.
     pub fn accumulate(&mut self, events: &[StarEvent]) -> Result<()> {
         for (i, e) in events.iter().enumerate() {
             e.validate(i)?;
@@ -731,11 +731,11 @@ impl DeviceSink {
             }
         }
         for (k, chunk) in events.chunks(CHUNK_EVENTS).enumerate() {
-            self.launch(chunk, k * CHUNK_EVENTS)?;
+            self.launch_or_sync(chunk, k * CHUNK_EVENTS)?;
             self.host_stats.events += chunk.len() as u64;
             self.host_stats.chunks += 1;
         }
-        Ok(())
+        self.sync()
     }
 
     /// Like [`DeviceSink::accumulate`], but events that do not fit the cache
@@ -760,7 +760,7 @@ impl DeviceSink {
                 .iter()
                 .partition(|e| PsfCache::fits(e.x, e.y, e.support));
             if !cached.is_empty() {
-                self.launch(&cached, k * CHUNK_EVENTS)?;
+                self.launch_or_sync(&cached, k * CHUNK_EVENTS)?;
                 self.host_stats.events += cached.len() as u64;
             }
             self.host_stats.chunks += 1;
@@ -926,6 +926,15 @@ impl DeviceSink {
         slot.uploaded.record(&self.copy)?;
         self.stream.wait_event(&slot.uploaded)?;
         Ok(index)
+    }
+
+    /// [`DeviceSink::launch`]; on its error, the work queued before the
+    /// refused chunk is waited for and counted (a second error while doing
+    /// so is dropped: the first one is the caller's news).
+    fn launch_or_sync(&mut self, chunk: &[StarEvent], first: usize) -> Result<()> {
+        self.launch(chunk, first).inspect_err(|_| {
+            let _ = self.sync();
+        })
     }
 
     /// Queues one validated chunk (≤ CHUNK_EVENTS events, all fitting);
