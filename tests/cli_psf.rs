@@ -929,26 +929,36 @@ fn atomic_mode_fails_cleanly_without_a_device() {
 
 // ---- GPU -------------------------------------------------------------------
 
-/// `--mode atomic --check` on every fixture: SPEC §7's acceptance against
-/// the serial CPU reference (the program exits 1 when it fails).
+/// Every device mode with `--check` on every fixture: SPEC §7's acceptance
+/// against the serial CPU reference (the program exits 1 when it fails);
+/// the device modes say how their chunks went.
 #[test]
 #[ignore = "needs a GPU"]
-fn atomic_mode_passes_the_check_on_every_fixture() {
+fn device_modes_pass_the_check_on_every_fixture() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     for name in hipkern::psf::fixtures::FIXTURE_NAMES {
         let file = format!("{name}.bin");
         run(d, &["fixture", name, "--out", &file]).assert_success(name);
-        let out = run(
-            d,
-            &[
-                "replay", &file, "--mode", "atomic", "--check", "--out", "img.fits", "--png",
-                "img.png",
-            ],
-        );
-        out.assert_success(&format!("atomic {name}"));
-        assert!(out.line("check: ").ends_with(": accepted"), "{name}");
-        let fits = Fits::read(&d.join("img.fits"));
-        assert_eq!(fits.string("SINK"), "atomic");
+        for mode in ["atomic", "tile16", "tile32", "adaptive"] {
+            let out = run(
+                d,
+                &[
+                    "replay", &file, "--mode", mode, "--check", "--out", "img.fits", "--png",
+                    "img.png",
+                ],
+            );
+            out.assert_success(&format!("{mode} {name}"));
+            assert!(out.line("check: ").ends_with(": accepted"), "{mode} {name}");
+            let chunks = out.line("chunks by mode: ");
+            let by_tiles = !chunks.contains("tile16 0, tile32 0");
+            match mode {
+                "atomic" => assert!(!by_tiles, "{name}: {chunks}"),
+                "tile16" | "tile32" => assert!(chunks.contains("atomic 0"), "{name}: {chunks}"),
+                _ => {}
+            }
+            let fits = Fits::read(&d.join("img.fits"));
+            assert_eq!(fits.string("SINK"), mode);
+        }
     }
 }

@@ -5,7 +5,7 @@
 //!   fixtures (`dense`, `dispersed`, `magnified`, `ordinary`, `boundary`) as
 //!   a binary event file (or an N×7 float64 `.npy` when `--out` ends in
 //!   `.npy`).
-//! - `hipkern psf replay EVENTS --mode atomic|cpu --out IMG.fits|IMG.npy`
+//! - `hipkern psf replay EVENTS --mode atomic|tile16|tile32|adaptive|cpu --out IMG.fits|IMG.npy`
 //!   replays an event file (binary or `.npy`) into an RGB image: through the
 //!   cache, the events too large for it by the direct path; `--check` also
 //!   renders the serial CPU float64 reference and applies SPEC §7's
@@ -24,8 +24,9 @@ use super::Failure;
 use clap::{Args, Subcommand};
 use hipkern::psf::{
     fixtures, read_events, write_events, write_events_npy, write_fits, write_image_npy, write_png,
-    CacheConfig, CpuSink, EventFormat, HdrImage, ImageMeta, MoffatPsf, PsfCache, SinkStats,
-    StarEvent, CACHE_RADIUS, CENTRE_TILE, DEFAULT_HEIGHT, DEFAULT_PHASES, DEFAULT_WIDTH,
+    CacheConfig, ChunkMode, CpuSink, EventFormat, HdrImage, ImageMeta, MoffatPsf, PsfCache,
+    SinkMode, SinkStats, StarEvent, CACHE_RADIUS, CENTRE_TILE, DEFAULT_HEIGHT, DEFAULT_PHASES,
+    DEFAULT_WIDTH,
 };
 use hipkern::Device;
 use std::fs;
@@ -91,9 +92,11 @@ pub struct ReplayArgs {
     /// Sub-pixel phase intervals P per axis of the PSF cache.
     #[arg(long, value_name = "P", default_value_t = DEFAULT_PHASES)]
     phases: usize,
-    /// atomic: the device sink (global float64 atomics, GPU 0); cpu: the
+    /// The device sink on GPU 0: atomic (global float64 atomics), tile16 /
+    /// tile32 (owner-computes tiles, lists binned on the device), adaptive
+    /// (per chunk tile16 or atomic, SPEC §7's selection); cpu: the
     /// row-parallel CPU float64 sink.
-    #[arg(long, value_name = "atomic|cpu")]
+    #[arg(long, value_name = "atomic|tile16|tile32|adaptive|cpu")]
     mode: String,
     /// Host threads for the cache build and the cpu sink (0: all cores).
     #[arg(long, value_name = "N", default_value_t = 0)]
@@ -243,24 +246,27 @@ fn execute_fixture(a: &FixtureArgs) -> Result<Vec<String>, Failure> {
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
-    Atomic,
+    Device(SinkMode),
     Cpu,
 }
 
 impl Mode {
     fn parse(s: &str) -> Result<Mode, Failure> {
         match s {
-            "atomic" => Ok(Mode::Atomic),
+            "atomic" => Ok(Mode::Device(SinkMode::Atomic)),
+            "tile16" => Ok(Mode::Device(SinkMode::Tile16)),
+            "tile32" => Ok(Mode::Device(SinkMode::Tile32)),
+            "adaptive" => Ok(Mode::Device(SinkMode::Adaptive)),
             "cpu" => Ok(Mode::Cpu),
             _ => Err(Failure::bad_input(format!(
-                "unknown --mode '{s}' (atomic or cpu)"
+                "unknown --mode '{s}' (atomic, tile16, tile32, adaptive or cpu)"
             ))),
         }
     }
 
     fn name(self) -> &'static str {
         match self {
-            Mode::Atomic => "atomic",
+            Mode::Device(m) => m.name(),
             Mode::Cpu => "cpu",
         }
     }
@@ -279,6 +285,8 @@ struct Rendered {
     /// Events that went by the direct path.
     direct: usize,
     seconds: f64,
+    /// Device modes: cached-path chunks by how they went (atomic, tile16, tile32).
+    chunk_modes: Option<[usize; 3]>,
 }
 
 /// The flags, checked before any file is read.
@@ -390,12 +398,13 @@ fn psf_of(a: &ReplayArgs, header: Option<MoffatPsf>) -> Result<(MoffatPsf, Strin
     Ok((psf, source.to_string()))
 }
 
-/// Opens GPU 0 for `--mode atomic`: the environment's failure when there
+/// Opens GPU 0 for a device mode: the environment's failure when there
 /// is none (exit status 1), as `hipkern force --backend device` reports it.
-fn open_device() -> Result<Device, Failure> {
+fn open_device(mode: SinkMode) -> Result<Device, Failure> {
     Device::new(0).map_err(|e| {
         Failure::environment(format!(
-            "--mode atomic needs a usable device, and there is none ({e}); use --mode cpu"
+            "--mode {} needs a usable device, and there is none ({e}); use --mode cpu",
+            mode.name()
         ))
     })
 }
@@ -419,29 +428,42 @@ fn replay_cpu(
         stats,
         direct,
         seconds,
+        chunk_modes: None,
     })
 }
 
-/// `--mode atomic`: the device sink [`hipkern::psf::DeviceSink`]
-/// (src/psf/device.rs), events too large for the cache routed to its
-/// mid-stream direct path. The time includes the final download.
-fn replay_atomic(
+/// A device mode: the device sink [`hipkern::psf::DeviceSink`]
+/// (src/psf/device.rs) in `mode`, events too large for the cache routed to
+/// its mid-stream direct path. The time includes the final download.
+fn replay_device(
     device: &Device,
+    mode: SinkMode,
     cache: Arc<PsfCache>,
     width: usize,
     height: usize,
     events: &[StarEvent],
 ) -> Result<Rendered, Failure> {
-    let mut sink = hipkern::psf::DeviceSink::new(device, cache, width, height)?;
+    let mut sink = hipkern::psf::DeviceSink::builder(device, cache, width, height)
+        .mode(mode)
+        .build()?;
     let start = Instant::now();
     let direct = sink.accumulate_routed(events)?;
     let image = sink.finish()?;
     let seconds = start.elapsed().as_secs_f64();
+    let mut modes = [0usize; 3];
+    for c in sink.chunk_log() {
+        modes[match c.mode {
+            ChunkMode::Atomic => 0,
+            ChunkMode::Tile16 => 1,
+            ChunkMode::Tile32 => 2,
+        }] += 1;
+    }
     Ok(Rendered {
         image,
         stats: sink.stats(),
         direct,
         seconds,
+        chunk_modes: Some(modes),
     })
 }
 
@@ -455,7 +477,7 @@ fn execute_replay(a: &ReplayArgs) -> Result<ReplayReport, Failure> {
     let events = &file.events;
     // Before the cache is built: no device is a quick, clear failure.
     let device = match request.mode {
-        Mode::Atomic => Some(open_device()?),
+        Mode::Device(m) => Some(open_device(m)?),
         Mode::Cpu => None,
     };
     let mut lines = vec![format!(
@@ -489,7 +511,7 @@ fn execute_replay(a: &ReplayArgs) -> Result<ReplayReport, Failure> {
     ));
     let (w, h) = (a.width, a.height);
     let rendered = match (&device, request.mode) {
-        (Some(device), Mode::Atomic) => replay_atomic(device, cache.clone(), w, h, events)?,
+        (Some(device), Mode::Device(m)) => replay_device(device, m, cache.clone(), w, h, events)?,
         _ => replay_cpu(cache.clone(), w, h, a.threads, events)?,
     };
     let st = rendered.stats;
@@ -504,6 +526,11 @@ fn execute_replay(a: &ReplayArgs) -> Result<ReplayReport, Failure> {
         st.outside,
         rendered.seconds
     ));
+    if let Some([atomic, t16, t32]) = rendered.chunk_modes {
+        lines.push(format!(
+            "chunks by mode: atomic {atomic}, tile16 {t16}, tile32 {t32}"
+        ));
+    }
     let mut check_failure = None;
     if a.check {
         let start = Instant::now();

@@ -1,0 +1,240 @@
+//! PSF sink benchmark (SPEC §7, issue "PSF sink part 2"): every fixture ×
+//! {atomic, tile16, tile32, adaptive, tile16 with host binning, tile32 with
+//! host binning}.
+//!
+//! Per configuration, one sink (all scratch allocated once), then:
+//! - wall: from the events handed to `accumulate` (host validation, staging
+//!   into pinned buffers, uploads) through the image downloaded into pinned
+//!   memory (`finish_pinned`), host clock; 2 warm-ups, median of 15 (the
+//!   image is reset between runs, untimed);
+//! - kernels: the same replay with device-event profiling (`profile`):
+//!   binning pass, tile accumulation, atomic splats, and host binning (wall
+//!   clock) summed over the chunks; median of 15;
+//! - the image checked once against the row-parallel CPU float64 sink
+//!   (SPEC §7's acceptance), stats compared exactly;
+//! - scratch: the peak bytes per buffer; the chunks' modes and centre-tile
+//!   densities (events per occupied 32×32 centre tile).
+//!
+//! Also: the pinned download of the image alone, and the device's copy
+//! bandwidth. Ratios against atomic (the peer) are from the same run.
+use hipkern::psf::fixtures::{self, FIXTURE_NAMES};
+use hipkern::psf::{
+    Binning, ChunkMode, CpuSink, DeviceSink, MoffatPsf, PsfCache, SinkMode, SinkTimings, StarEvent,
+};
+use hipkern::Device;
+use std::sync::Arc;
+use std::time::Instant;
+
+const WARMUP: usize = 2;
+const REPS: usize = 15;
+
+const CONFIGS: [(&str, SinkMode, Binning); 6] = [
+    ("atomic", SinkMode::Atomic, Binning::Device),
+    ("tile16", SinkMode::Tile16, Binning::Device),
+    ("tile32", SinkMode::Tile32, Binning::Device),
+    ("adaptive", SinkMode::Adaptive, Binning::Device),
+    ("tile16-host", SinkMode::Tile16, Binning::Host),
+    ("tile32-host", SinkMode::Tile32, Binning::Host),
+];
+
+fn median(mut v: Vec<f64>) -> (f64, f64, f64) {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    (v[v.len() / 2], v[0], v[v.len() - 1])
+}
+
+fn replay(sink: &mut DeviceSink, events: &[StarEvent], routed: bool) {
+    if routed {
+        sink.accumulate_routed(events).unwrap();
+    } else {
+        sink.accumulate(events).unwrap();
+    }
+}
+
+struct Row {
+    wall: (f64, f64, f64),
+    kernels: f64,
+}
+
+fn main() {
+    let device = match Device::new(0) {
+        Ok(d) => d,
+        Err(e) => {
+            println!("psf_sink bench: no device ({e}); nothing to time");
+            return;
+        }
+    };
+    println!(
+        "device: {} ({})",
+        device.properties().name,
+        device.properties().arch_name
+    );
+    let stream = device.new_stream().unwrap();
+    // Copy bandwidth: 1 GiB device-to-device, read + write.
+    let n = 1usize << 27;
+    let src = device.alloc_zeroed::<f64>(n).unwrap();
+    let mut dst = device.alloc::<f64>(n).unwrap();
+    let mut copy = Vec::new();
+    for i in 0..12 {
+        let a = stream.record_event().unwrap();
+        stream
+            .copy_dtod_async(&src.as_slice(), &mut dst.as_slice_mut())
+            .unwrap();
+        let b = stream.record_event().unwrap();
+        b.synchronize().unwrap();
+        if i >= 2 {
+            copy.push(f64::from(a.elapsed_ms(&b).unwrap()));
+        }
+    }
+    let (copy_ms, _, _) = median(copy);
+    let bw = 2.0 * (n * 8) as f64 / (copy_ms * 1e-3);
+    println!(
+        "copy bandwidth: {:.2} TB/s (1 GiB dtod, read+write)",
+        bw / 1e12
+    );
+    drop((src, dst));
+
+    let start = Instant::now();
+    let cache = Arc::new(PsfCache::build(MoffatPsf::default()).unwrap());
+    println!(
+        "cache: P = {}, {:.1} MiB of float64 stamps (built in {:.2} s)",
+        cache.phases(),
+        cache.bytes() as f64 / (1u64 << 20) as f64,
+        start.elapsed().as_secs_f64()
+    );
+    println!(
+        "wall = accumulate (validate, stage, upload, kernels) + finish_pinned (image download \
+         to pinned memory); kernels = bin + accumulate + atomic device time (+ host binning); \
+         median of {REPS} after {WARMUP} warm-ups"
+    );
+    for name in FIXTURE_NAMES {
+        let f = fixtures::fixture(name).unwrap();
+        let routed = !f.events.iter().all(|e| PsfCache::fits(e.x, e.y, e.support));
+        let mut cpu = CpuSink::parallel(cache.clone(), f.width, f.height, 0).unwrap();
+        cpu.accumulate_routed(&f.events).unwrap();
+        let contributions = cpu.stats().contributions;
+        println!(
+            "\n## {name}: {} events, {}×{}, {} contributions{}",
+            f.events.len(),
+            f.width,
+            f.height,
+            contributions,
+            if routed {
+                ", some by the direct path"
+            } else {
+                ""
+            }
+        );
+        println!(
+            "{:<12} {:>9} {:>19} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>7} {:>7}  scratch peak / chunk modes",
+            "config", "wall ms", "spread", "kern ms", "bin", "accum", "atomic", "host", "Gc/s", "/atomic", "kern/at", "check"
+        );
+        let mut rows: Vec<(&str, Row)> = Vec::new();
+        let mut download_ms = 0.0;
+        for (label, mode, binning) in CONFIGS {
+            let mut sink = DeviceSink::builder(&device, cache.clone(), f.width, f.height)
+                .mode(mode)
+                .binning(binning)
+                .build()
+                .unwrap();
+            // Checked once (the first replay).
+            replay(&mut sink, &f.events, routed);
+            let img = sink.finish_pinned().unwrap().to_vec();
+            let got = hipkern::psf::HdrImage::from_data(f.width, f.height, img).unwrap();
+            let verdict = match got.compare(cpu.image()).unwrap().accept(1e-10) {
+                Ok(()) if sink.stats() == cpu.stats() => "ok",
+                _ => "FAILED",
+            };
+            let log = sink.chunk_log().to_vec();
+            let peak = sink.scratch_peak();
+            let mut wall = Vec::new();
+            for i in 0..WARMUP + REPS {
+                sink.reset().unwrap();
+                let t0 = Instant::now();
+                replay(&mut sink, &f.events, routed);
+                sink.finish_pinned().unwrap();
+                if i >= WARMUP {
+                    wall.push(t0.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+            // The pinned download alone (nothing queued before it).
+            let mut dl = Vec::new();
+            for _ in 0..5 {
+                let t0 = Instant::now();
+                sink.finish_pinned().unwrap();
+                dl.push(t0.elapsed().as_secs_f64() * 1e3);
+            }
+            download_ms = median(dl).0;
+            drop(sink);
+            let mut prof = DeviceSink::builder(&device, cache.clone(), f.width, f.height)
+                .mode(mode)
+                .binning(binning)
+                .profile(true)
+                .build()
+                .unwrap();
+            let mut kern = Vec::new();
+            let mut timings = Vec::new();
+            for i in 0..WARMUP + REPS {
+                prof.reset().unwrap();
+                replay(&mut prof, &f.events, routed);
+                prof.sync().unwrap();
+                let t = prof.timings().unwrap();
+                if i >= WARMUP {
+                    kern.push(t.bin_ms + t.accumulate_ms + t.atomic_ms + t.host_binning_ms);
+                    timings.push(t);
+                }
+            }
+            let (k_med, _, _) = median(kern.clone());
+            let t: SinkTimings = timings[kern.iter().position(|&k| k == k_med).unwrap()];
+            let row = Row {
+                wall: median(wall),
+                kernels: k_med,
+            };
+            let at = rows.first().map(|(_, r)| (r.wall.0, r.kernels));
+            let (rw, rk) = at.map_or((1.0, 1.0), |(w, k)| (row.wall.0 / w, row.kernels / k));
+            let count = |m: ChunkMode| log.iter().filter(|c| c.mode == m).count();
+            let density: Vec<String> = log
+                .iter()
+                .map(|c| {
+                    if c.centre_tiles == 0 {
+                        "-".to_string()
+                    } else {
+                        format!("{:.0}", c.centre_events as f64 / c.centre_tiles as f64)
+                    }
+                })
+                .collect();
+            println!(
+                "{label:<12} {:>9.3} {:>8.3}..{:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.2} {:>9.3} {:>7.3} {:>7}  refs {:.1} MiB, tasks {:.0} KiB, partials {:.1} MiB, starts {:.0} KiB; atomic {} tile16 {} tile32 {}; density/chunk [{}]",
+                row.wall.0,
+                row.wall.1,
+                row.wall.2,
+                row.kernels,
+                t.bin_ms,
+                t.accumulate_ms,
+                t.atomic_ms,
+                t.host_binning_ms,
+                contributions as f64 / (row.kernels * 1e-3) / 1e9,
+                rw,
+                rk,
+                verdict,
+                peak.references as f64 / (1u64 << 20) as f64,
+                peak.tasks as f64 / 1024.0,
+                peak.partials as f64 / (1u64 << 20) as f64,
+                peak.starts as f64 / 1024.0,
+                count(ChunkMode::Atomic),
+                count(ChunkMode::Tile16),
+                count(ChunkMode::Tile32),
+                density.join(" ")
+            );
+            rows.push((label, row));
+        }
+        let get = |l: &str| rows.iter().find(|(n, _)| *n == l).unwrap().1.wall.0;
+        let better = get("atomic").min(get("tile16"));
+        println!(
+            "{name}: adaptive / min(atomic, tile16) wall = {:.3}; tile16 / atomic {:.3}; tile32 / atomic {:.3}; pinned image download alone {download_ms:.3} ms ({:.1} GB/s)",
+            get("adaptive") / better,
+            get("tile16") / get("atomic"),
+            get("tile32") / get("atomic"),
+            (f.width * f.height * 24) as f64 / (download_ms * 1e-3) / 1e9
+        );
+    }
+}
