@@ -7,49 +7,11 @@
 //! `--include-ignored`; the first test runs everywhere.
 mod common;
 use hipkern::psf::fixtures::{self, BOUNDARY_DIRECT_SUPPORTS, FIXTURE_NAMES};
-use hipkern::psf::{CpuSink, DeviceSink, HdrImage, MoffatPsf, PsfCache, StarEvent, CHUNK_EVENTS};
+use hipkern::psf::{CpuSink, DeviceSink, HdrImage, PsfCache, StarEvent, CHUNK_EVENTS};
 use hipkern::rng::SplitMix64 as Rng;
-use hipkern::{runtime, Device};
-use std::sync::{Arc, OnceLock};
+use hipkern::runtime;
 
-/// SPEC §7's tolerance.
-const TOL: f64 = 1e-10;
-
-/// One default cache (P = 64) per test binary.
-fn cache() -> Arc<PsfCache> {
-    static CACHE: OnceLock<Arc<PsfCache>> = OnceLock::new();
-    CACHE
-        .get_or_init(|| Arc::new(PsfCache::build(MoffatPsf::default()).expect("default cache")))
-        .clone()
-}
-
-fn gpu() -> Device {
-    Device::new(0).expect("a GPU is required for this test")
-}
-
-/// SPEC §7's acceptance of `got` against `want`, printed.
-fn check(what: &str, got: &HdrImage, want: &HdrImage) {
-    let c = got.compare(want).unwrap();
-    eprintln!(
-        "{what}: max_abs {:.3e} (peak {:.3e}, ratio {:.3e}), max_rel {:.3e}, flux rel R/G/B/Y \
-         {:.2e} {:.2e} {:.2e} {:.2e}, zero mismatches {}, non-finite {}",
-        c.max_abs,
-        c.peak,
-        c.max_abs / c.peak.max(1e-300),
-        c.max_rel,
-        c.flux_rel[0],
-        c.flux_rel[1],
-        c.flux_rel[2],
-        c.flux_rel[3],
-        c.zero_mismatches,
-        c.nonfinite
-    );
-    c.accept(TOL).unwrap_or_else(|e| panic!("{what}: {e}"));
-}
-
-fn bits(img: &HdrImage) -> Vec<u64> {
-    img.data().iter().map(|v| v.to_bits()).collect()
-}
+use common::psf::{bits, cache, check, gpu};
 
 /// `n` fresh random events on a `w × h` image: centres up to 60 px beyond
 /// every edge (wings, wholly outside ones), random phases, supports from

@@ -11,43 +11,13 @@ mod common;
 use hipkern::psf::binning::{bin_chunk, tile_count};
 use hipkern::psf::fixtures::{self, FIXTURE_NAMES};
 use hipkern::psf::{
-    AdaptiveThresholds, Binning, ChunkMode, CpuSink, DeviceSink, HdrImage, MoffatPsf, PsfCache,
-    ScratchLimits, SinkMode, StarEvent, CHUNK_EVENTS,
+    AdaptiveThresholds, Binning, ChunkMode, CpuSink, DeviceSink, PsfCache, ScratchLimits, SinkMode,
+    StarEvent, CHUNK_EVENTS,
 };
 use hipkern::rng::SplitMix64 as Rng;
 use hipkern::{Device, Error};
-use std::sync::{Arc, OnceLock};
 
-const TOL: f64 = 1e-10;
-
-fn cache() -> Arc<PsfCache> {
-    static CACHE: OnceLock<Arc<PsfCache>> = OnceLock::new();
-    CACHE
-        .get_or_init(|| Arc::new(PsfCache::build(MoffatPsf::default()).expect("default cache")))
-        .clone()
-}
-
-fn gpu() -> Device {
-    Device::new(0).expect("a GPU is required for this test")
-}
-
-fn check(what: &str, got: &HdrImage, want: &HdrImage) {
-    let c = got.compare(want).unwrap();
-    eprintln!(
-        "{what}: max_abs/peak {:.3e}, max_rel {:.3e}, flux rel Y {:.2e}, zero mismatches {}, \
-         non-finite {}",
-        c.max_abs / c.peak.max(1e-300),
-        c.max_rel,
-        c.flux_rel[3],
-        c.zero_mismatches,
-        c.nonfinite
-    );
-    c.accept(TOL).unwrap_or_else(|e| panic!("{what}: {e}"));
-}
-
-fn bits(img: &HdrImage) -> Vec<u64> {
-    img.data().iter().map(|v| v.to_bits()).collect()
-}
+use common::psf::{bits, cache, check, gpu};
 
 fn unit(rng: &mut Rng) -> f64 {
     0.5 * (rng.uniform_pm1() + 1.0)

@@ -1,5 +1,6 @@
 //! Shared test inputs.
 use hipkern::rng::SplitMix64;
+pub mod psf;
 
 /// A neighbour-list-like edge set: edges grouped by dst (the centre atom,
 /// centres `0..n_centres`, each with 0..=max_per_centre edges), src random

@@ -1,0 +1,48 @@
+//! Shared by the PSF device tests: one cache per binary, the GPU, SPEC §7's
+//! acceptance printed, an image's bits.
+// Not every test binary that includes the common module uses these.
+#![allow(dead_code)]
+use hipkern::psf::{HdrImage, MoffatPsf, PsfCache};
+use hipkern::Device;
+use std::sync::{Arc, OnceLock};
+
+/// SPEC §7's tolerance.
+pub const TOL: f64 = 1e-10;
+
+/// One default cache (P = 64) per test binary.
+pub fn cache() -> Arc<PsfCache> {
+    static CACHE: OnceLock<Arc<PsfCache>> = OnceLock::new();
+    CACHE
+        .get_or_init(|| Arc::new(PsfCache::build(MoffatPsf::default()).expect("default cache")))
+        .clone()
+}
+
+/// GPU 0, or the test fails saying it needs one.
+pub fn gpu() -> Device {
+    Device::new(0).expect("a GPU is required for this test")
+}
+
+/// SPEC §7's acceptance of `got` against `want`, printed.
+pub fn check(what: &str, got: &HdrImage, want: &HdrImage) {
+    let c = got.compare(want).unwrap();
+    eprintln!(
+        "{what}: max_abs {:.3e} (peak {:.3e}, ratio {:.3e}), max_rel {:.3e}, flux rel R/G/B/Y \
+         {:.2e} {:.2e} {:.2e} {:.2e}, zero mismatches {}, non-finite {}",
+        c.max_abs,
+        c.peak,
+        c.max_abs / c.peak.max(1e-300),
+        c.max_rel,
+        c.flux_rel[0],
+        c.flux_rel[1],
+        c.flux_rel[2],
+        c.flux_rel[3],
+        c.zero_mismatches,
+        c.nonfinite
+    );
+    c.accept(TOL).unwrap_or_else(|e| panic!("{what}: {e}"));
+}
+
+/// The image's values as bits (for bitwise comparisons).
+pub fn bits(img: &HdrImage) -> Vec<u64> {
+    img.data().iter().map(|v| v.to_bits()).collect()
+}
