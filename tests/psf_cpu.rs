@@ -310,6 +310,19 @@ fn support_rows_follow_the_contract() {
         assert!(PsfCache::fits(x, y, s), "({x}, {y}), support {s}");
         assert!(!PsfCache::fits(x, y, 48.5 + s));
     }
+    // fits() skips the row search for supports ≤ 47 px: the boxes there
+    // (phases 0 and 1 included) stay within ±47.
+    for k in 0..=4700 {
+        let s = f64::from(k) / 100.0;
+        for &(fx, fy) in &[(0.0, 0.0), (1.0, 1.0), (0.0, 1.0), (0.5, 0.5), (1.0, 0.0)] {
+            if let Some(b) = support_box(fx, fy, s) {
+                assert!(
+                    b.ox_lo >= -47 && b.ox_hi <= 47 && b.oy_lo >= -47 && b.oy_hi <= 47,
+                    "{s}"
+                );
+            }
+        }
+    }
     assert_eq!(anchor_phase(-1e-20), (-1, 1.0));
     assert_eq!(std::mem::size_of::<StarEvent>(), 56);
     assert_eq!(anchor_phase(-2.25), (-3, 0.75));

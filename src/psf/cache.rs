@@ -241,6 +241,12 @@ impl PsfCache {
     /// on the phase and the support: every support below 47.5 px fits,
     /// none from 48.5 px on; in between it depends on the phase.
     pub fn fits(x: f64, y: f64, support: f64) -> bool {
+        // The common case without the row search: the phases lie in [0, 1],
+        // so a support of at most 47 px reaches offsets ±47 at most (a
+        // half-pixel margin over every rounding of the row ranges).
+        if support <= CACHE_RADIUS as f64 && x.is_finite() && y.is_finite() {
+            return true;
+        }
         let (_, fx) = anchor_phase(x);
         let (_, fy) = anchor_phase(y);
         let r = CACHE_RADIUS as i64;
