@@ -18,6 +18,10 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
+    /// The main job: every primitive once (device when usable, else CPU),
+    /// checked against its float64 CPU reference; a summary table; the
+    /// PSF image as FITS and PNG.
+    Demo(cli::demo::DemoArgs),
     /// Platform and architectures compiled for, runtime version, devices.
     Info,
     /// Force and per-atom virial from per-edge gradients (.npy in, .npy out).
@@ -127,6 +131,7 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
+        Command::Demo(args) => cli::demo::run(&args),
         Command::Info => info(),
         Command::Force(args) => cli::force::run(&args),
         Command::Nearfield(args) => cli::nearfield::run(&args),

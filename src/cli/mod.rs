@@ -1,5 +1,6 @@
 //! The subcommands of the `hipkern` program that do more than print
 //! (binary-only: nothing here is part of the library's API).
+pub mod demo;
 pub mod force;
 mod list1;
 mod list1_device;
