@@ -19,7 +19,8 @@
 //! bandwidth. Ratios against atomic (the peer) are from the same run.
 use hipkern::psf::fixtures::{self, FIXTURE_NAMES};
 use hipkern::psf::{
-    Binning, ChunkMode, CpuSink, DeviceSink, MoffatPsf, PsfCache, SinkMode, SinkTimings, StarEvent,
+    AdaptiveThresholds, Binning, ChunkMode, CpuSink, DeviceSink, MoffatPsf, PsfCache, SinkMode,
+    SinkTimings, StarEvent,
 };
 use hipkern::Device;
 use std::sync::Arc;
@@ -28,11 +29,12 @@ use std::time::Instant;
 const WARMUP: usize = 2;
 const REPS: usize = 15;
 
-const CONFIGS: [(&str, SinkMode, Binning); 6] = [
+const CONFIGS: [(&str, SinkMode, Binning); 7] = [
     ("atomic", SinkMode::Atomic, Binning::Device),
     ("tile16", SinkMode::Tile16, Binning::Device),
     ("tile32", SinkMode::Tile32, Binning::Device),
     ("adaptive", SinkMode::Adaptive, Binning::Device),
+    ("adaptive-spec", SinkMode::Adaptive, Binning::Device),
     ("tile16-host", SinkMode::Tile16, Binning::Host),
     ("tile32-host", SinkMode::Tile32, Binning::Host),
 ];
@@ -125,15 +127,22 @@ fn main() {
             }
         );
         println!(
-            "{:<12} {:>9} {:>19} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>7} {:>7}  scratch peak / chunk modes",
+            "{:<13} {:>9} {:>19} {:>8} {:>8} {:>8} {:>8} {:>8} {:>8} {:>9} {:>7} {:>7}  scratch peak / chunk modes",
             "config", "wall ms", "spread", "kern ms", "bin", "accum", "atomic", "host", "Gc/s", "/atomic", "kern/at", "check"
         );
         let mut rows: Vec<(&str, Row)> = Vec::new();
         let mut download_ms = 0.0;
         for (label, mode, binning) in CONFIGS {
+            // adaptive: the defaults; adaptive-spec: SPEC §7's thresholds.
+            let thresholds = if label == "adaptive-spec" {
+                AdaptiveThresholds::SPEC
+            } else {
+                AdaptiveThresholds::default()
+            };
             let mut sink = DeviceSink::builder(&device, cache.clone(), f.width, f.height)
                 .mode(mode)
                 .binning(binning)
+                .adaptive(thresholds)
                 .build()
                 .unwrap();
             // Checked once (the first replay).
@@ -168,6 +177,7 @@ fn main() {
             let mut prof = DeviceSink::builder(&device, cache.clone(), f.width, f.height)
                 .mode(mode)
                 .binning(binning)
+                .adaptive(thresholds)
                 .profile(true)
                 .build()
                 .unwrap();
@@ -203,7 +213,7 @@ fn main() {
                 })
                 .collect();
             println!(
-                "{label:<12} {:>9.3} {:>8.3}..{:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.2} {:>9.3} {:>7.3} {:>7}  refs {:.1} MiB, tasks {:.0} KiB, partials {:.1} MiB, starts {:.0} KiB; atomic {} tile16 {} tile32 {}; density/chunk [{}]",
+                "{label:<13} {:>9.3} {:>8.3}..{:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.2} {:>9.3} {:>7.3} {:>7}  refs {:.1} MiB, tasks {:.0} KiB, partials {:.1} MiB, starts {:.0} KiB; atomic {} tile16 {} tile32 {}; density/chunk [{}]",
                 row.wall.0,
                 row.wall.1,
                 row.wall.2,
@@ -230,8 +240,10 @@ fn main() {
         let get = |l: &str| rows.iter().find(|(n, _)| *n == l).unwrap().1.wall.0;
         let better = get("atomic").min(get("tile16"));
         println!(
-            "{name}: adaptive / min(atomic, tile16) wall = {:.3}; tile16 / atomic {:.3}; tile32 / atomic {:.3}; pinned image download alone {download_ms:.3} ms ({:.1} GB/s)",
+            "{name}: adaptive / min(atomic, tile16) wall = {:.3}; / min(atomic, tile16, tile32) {:.3}; adaptive-spec / min(atomic, tile16) {:.3}; tile16 / atomic {:.3}; tile32 / atomic {:.3}; pinned image download alone {download_ms:.3} ms ({:.1} GB/s)",
             get("adaptive") / better,
+            get("adaptive") / better.min(get("tile32")),
+            get("adaptive-spec") / better,
             get("tile16") / get("atomic"),
             get("tile32") / get("atomic"),
             (f.width * f.height * 24) as f64 / (download_ms * 1e-3) / 1e9

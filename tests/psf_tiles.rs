@@ -240,9 +240,10 @@ fn chunks_mix_modes_and_the_direct_path_runs_in_the_middle() {
         let modes: Vec<ChunkMode> = dev.chunk_log().iter().map(|c| c.mode).collect();
         eprintln!("{}: chunk modes {modes:?}", mode.name());
         if mode == SinkMode::Adaptive {
-            assert_eq!(modes.first(), Some(&ChunkMode::Tile16), "the crowd");
+            // Default thresholds: tile32 for full chunks, atomic below 8,192 events.
+            assert_eq!(modes.first(), Some(&ChunkMode::Tile32), "the crowd");
             assert!(modes.contains(&ChunkMode::Atomic), "the thin chunk");
-            assert_eq!(modes.last(), Some(&ChunkMode::Tile16), "the last crowd");
+            assert_eq!(modes.last(), Some(&ChunkMode::Tile32), "the last crowd");
             let thin_rec = dev.chunk_log()[modes.len() - 2];
             assert_eq!((thin_rec.events, thin_rec.mode), (3000, ChunkMode::Atomic));
         }
@@ -254,6 +255,7 @@ fn chunks_mix_modes_and_the_direct_path_runs_in_the_middle() {
             AdaptiveThresholds {
                 min_events: 0,
                 min_events_per_centre_tile: 0.0,
+                tile: 16,
             },
             ChunkMode::Tile16,
         ),
@@ -261,6 +263,7 @@ fn chunks_mix_modes_and_the_direct_path_runs_in_the_middle() {
             AdaptiveThresholds {
                 min_events: 0,
                 min_events_per_centre_tile: 1e9,
+                tile: 32,
             },
             ChunkMode::Atomic,
         ),

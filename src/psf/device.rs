@@ -22,12 +22,16 @@
 //!   whose partial sums a merge adds in segment order. No atomics touch
 //!   the image: the image is bitwise the same on every run with the same
 //!   chunking. A tile's list of one segment gives the CPU's own order.
-//! - `adaptive`: per chunk, `tile16` when the chunk has at least
-//!   [`AdaptiveThresholds::min_events`] events and at least
-//!   [`AdaptiveThresholds::min_events_per_centre_tile`] events per occupied
-//!   32×32 centre tile on average, else `atomic`; the counts come from the
-//!   binning pass (no extra pass over the events). The choice per chunk is
-//!   in [`DeviceSink::chunk_log`].
+//! - `adaptive`: per chunk, tiles (side [`AdaptiveThresholds::tile`]) when
+//!   the chunk has at least [`AdaptiveThresholds::min_events`] events and
+//!   at least [`AdaptiveThresholds::min_events_per_centre_tile`] events per
+//!   occupied 32×32 centre tile on average, else `atomic`; the counts come
+//!   from the binning pass (no extra pass over the events). The choice per
+//!   chunk is in [`DeviceSink::chunk_log`]. SPEC §7's values (tile16, 8,192
+//!   events, 32 per centre tile: [`AdaptiveThresholds::SPEC`]) were right
+//!   for lists built on the host; with device binning tiles win at every
+//!   density measured (benches/RESULTS.md), so the defaults keep only the
+//!   event count and take tile32.
 //!
 //! # Scratch
 //!
@@ -163,7 +167,7 @@ pub enum SinkMode {
     Tile16,
     /// Owner-computes, 32×32 tiles.
     Tile32,
-    /// Per chunk `tile16` or `atomic` ([`AdaptiveThresholds`]).
+    /// Per chunk tiles or `atomic` ([`AdaptiveThresholds`]).
     Adaptive,
 }
 
@@ -178,12 +182,14 @@ impl SinkMode {
         }
     }
 
-    /// The tile side the mode bins with (adaptive: 16); `None` for atomic.
-    fn tile(self) -> Option<usize> {
+    /// The tile side the mode bins with (adaptive: the thresholds'); `None`
+    /// for atomic.
+    fn tile(self, adaptive: &AdaptiveThresholds) -> Option<usize> {
         match self {
             SinkMode::Atomic => None,
-            SinkMode::Tile16 | SinkMode::Adaptive => Some(16),
+            SinkMode::Tile16 => Some(16),
             SinkMode::Tile32 => Some(32),
+            SinkMode::Adaptive => Some(adaptive.tile),
         }
     }
 }
@@ -241,30 +247,46 @@ pub struct ScratchUsage {
     pub prepared: u64,
 }
 
-/// The `adaptive` mode's selection (SPEC §7), per chunk: `tile16` when
-/// both hold, else `atomic`.
+/// The `adaptive` mode's selection (SPEC §7), per chunk: tiles of side
+/// `tile` when both counts hold, else `atomic`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdaptiveThresholds {
-    /// Fewest events in the chunk; default 8,192 (half a chunk).
+    /// Fewest events in the chunk; default 8,192 (half a chunk): a short
+    /// remainder chunk goes to atomic.
     pub min_events: usize,
     /// Fewest events per occupied 32×32 centre tile on average (events
     /// whose centre lies on the image, over the centre tiles holding one);
-    /// default 32.
+    /// default 0 (device binning: tile16 and tile32 beat atomic on the
+    /// dispersed fixture's 2 events per centre tile, 0.57× and 0.54×).
     pub min_events_per_centre_tile: f64,
+    /// Tile side of the chunks that go to tiles, 16 or 32; default 32
+    /// (faster than tile16 on every fixture measured but the boundary one,
+    /// where the two are within their spread).
+    pub tile: usize,
 }
 
 impl Default for AdaptiveThresholds {
     fn default() -> Self {
         AdaptiveThresholds {
             min_events: 8192,
-            min_events_per_centre_tile: 32.0,
+            min_events_per_centre_tile: 0.0,
+            tile: 32,
         }
     }
 }
 
 impl AdaptiveThresholds {
+    /// SPEC §7's selection, from the report whose CPU built the tile lists:
+    /// tile16 for chunks of ≥ 8,192 events with ≥ 32 events per occupied
+    /// centre tile.
+    pub const SPEC: AdaptiveThresholds = AdaptiveThresholds {
+        min_events: 8192,
+        min_events_per_centre_tile: 32.0,
+        tile: 16,
+    };
+
     /// Whether a chunk of `events` with `centre_events` on-image centres in
-    /// `centre_tiles` occupied centre tiles goes to `tile16`.
+    /// `centre_tiles` occupied centre tiles goes to tiles.
     pub fn selects_tiles(&self, events: usize, centre_events: u64, centre_tiles: u64) -> bool {
         events >= self.min_events
             && centre_tiles > 0
@@ -463,7 +485,13 @@ impl DeviceSinkBuilder {
                 self.thresholds.min_events_per_centre_tile
             )));
         }
-        let scratch = match self.mode.tile() {
+        if self.thresholds.tile != 16 && self.thresholds.tile != 32 {
+            return Err(Error::InvalidInput(format!(
+                "adaptive tile side {} (must be 16 or 32)",
+                self.thresholds.tile
+            )));
+        }
+        let scratch = match self.mode.tile(&self.thresholds) {
             Some(t) => Some(TileScratch::new(device, &self.limits, t, width, height)?),
             None => None,
         };
