@@ -463,8 +463,10 @@ __device__ __forceinline__ double resolved_term(double acc, const uint16_t *R, c
 // (q ≤ 4, mode loop unrolled) or 0 (runtime nq). Shared memory: [values
 // (if staged)] [resolve_rows (if staged)] [qpoint map (if staged)]
 // [case_orbit n_cases] [case_transform n_cases] [transform signs].
+// __launch_bounds__(512): launches take up to 512 threads; without it the
+// unrolled q = 4 3D mode loop took 166 registers, too many for 512.
 template <int D, int NQ>
-__global__ void list1_fallback_resolved_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
+__global__ void __launch_bounds__(512) list1_fallback_resolved_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
                                                const double *__restrict__ f,
                                                double *__restrict__ out, int n_box_targets,
                                                int lanes, int boxes, int vals_shared,
