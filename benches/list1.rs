@@ -4,8 +4,10 @@
 //! Configurations: 3D Laplace q = 3 and q = 4 on the uniform octree of
 //! level 5 (32768 leaves) and on a random 2:1-balanced adaptive octree of
 //! similar size; 2D Laplace q = 4 on the uniform quadtree of level 8 (65536
-//! leaves) and a random adaptive one. Every layout (dense, ORBIT, fallback)
-//! at list1_target_batch_size 1 and 32, all from one symmetry-reduced table
+//! leaves) and a random adaptive one. Every layout (dense, ORBIT, the
+//! fallback on its pure descriptor path — `fallback` — and through its
+//! plan-time resolution table — `fallback-res`) at list1_target_batch_size
+//! 1 and 32, all from one symmetry-reduced table
 //! per configuration (`ReducedTable::build` at moderate quadrature orders:
 //! the timing does not depend on the entries' accuracy; the dense layout is
 //! its `reconstruct_full_table_from_symmetry`), so every layout holds the
@@ -25,8 +27,8 @@
 //! the dense layout at the same batch size.
 //! JSON under $HIPKERN_BENCH_OUT (list1.json).
 use hipkern::nearfield::{
-    BalancedTree, EntryQuadrature, Kernel, List1Evaluator, List1Layout, List1ReducedTables,
-    RandomTreeConfig, ReducedTable,
+    BalancedTree, EntryQuadrature, Kernel, List1Evaluator, List1Layout, List1Payload,
+    List1ReducedTables, RandomTreeConfig, ReducedTable,
 };
 use hipkern::rng::SplitMix64;
 use hipkern::{Device, Stream};
@@ -169,7 +171,7 @@ fn main() {
     let mut json = Vec::new();
     println!();
     println!(
-        "{:<15} {:>6} {:>8} {:<9} {:>5} {:>10} {:>19} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>7}",
+        "{:<15} {:>6} {:>8} {:<12} {:>5} {:>10} {:>19} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>7}",
         "config",
         "boxes",
         "pairs",
@@ -217,10 +219,21 @@ fn main() {
         let fd = device.htod_copy(&f).unwrap();
         let mut reference: Option<Vec<f64>> = None;
         let mut dense_ms = [0.0f64; 2];
-        for layout in List1Layout::ALL {
+        let variants = [
+            (List1Layout::Dense, false, "dense"),
+            (List1Layout::Orbit, false, "orbit"),
+            (List1Layout::Fallback, false, "fallback"),
+            (List1Layout::Fallback, true, "fallback-res"),
+        ];
+        for (layout, resolved, name) in variants {
             let t0 = Instant::now();
-            let mut ev = List1Evaluator::from_reduced(&device, &view, layout).unwrap();
+            let mut payload = List1Payload::from_reduced(&view, layout).unwrap();
+            if layout == List1Layout::Fallback && !resolved {
+                payload = payload.without_fallback_resolution();
+            }
+            let mut ev = List1Evaluator::new(&device, &payload).unwrap();
             let prep_s = t0.elapsed().as_secs_f64();
+            assert_eq!(ev.fallback_resolved(), resolved, "{} {name}", cfg.name);
             let plan = ev.plan(&boxes).unwrap();
             let up = ev.upload_bytes();
             let n_out = plan.n_targets() * nq;
@@ -253,7 +266,7 @@ fn main() {
                 };
                 assert!(
                     same,
-                    "{} {layout} batch {batch}: output differs from dense batch 1",
+                    "{} {name} batch {batch}: output differs from dense batch 1",
                     cfg.name
                 );
                 if layout == List1Layout::Dense {
@@ -261,11 +274,11 @@ fn main() {
                 }
                 let s = ms * 1e-3;
                 println!(
-                    "{:<15} {:>6} {:>8} {:<9} {:>5} {:>8.3}ms {:>8.3}..{:>8.3}ms {:>9.3} {:>8.1} {:>9.1} {:>9.1} {:>10} {:>10} {:>7.2}",
+                    "{:<15} {:>6} {:>8} {:<12} {:>5} {:>8.3}ms {:>8.3}..{:>8.3}ms {:>9.3} {:>8.1} {:>9.1} {:>9.1} {:>10} {:>10} {:>7.2}",
                     cfg.name,
                     cfg.tree.n_boxes(),
                     plan.n_pairs(),
-                    layout.name(),
+                    name,
                     batch,
                     ms,
                     lo,
@@ -275,11 +288,11 @@ fn main() {
                     operand_bytes / s / 1e9,
                     compulsory / s / 1e9,
                     up.values,
-                    up.descriptors + up.normalizers,
+                    up.descriptors + up.normalizers + up.resolution,
                     ms / dense_ms[bi]
                 );
                 json.push(format!(
-                    "{{\"config\":\"{}\",\"dim\":{dim},\"q\":{q},\"boxes\":{},\"pairs\":{},\"layout\":\"{}\",\"batch\":{batch},\"reps\":{reps},\"median_ms\":{ms:.6},\"min_ms\":{lo:.6},\"max_ms\":{hi:.6},\"ns_per_target_point\":{:.4},\"fma\":{fmas},\"fma_per_s\":{:.4e},\"operand_bytes\":{operand_bytes},\"operand_bytes_per_s\":{:.4e},\"compulsory_bytes\":{compulsory},\"compulsory_bytes_per_s\":{:.4e},\"copy_bandwidth_bytes_per_s\":{bw:.4e},\"table_bytes\":{},\"descriptor_bytes\":{},\"normalizer_bytes\":{},\"plan_bytes\":{},\"ratio_to_dense\":{:.4},\"prepare_s\":{prep_s:.3},\"bitwise_equal_to_dense\":{same}}}",
+                    "{{\"config\":\"{}\",\"dim\":{dim},\"q\":{q},\"boxes\":{},\"pairs\":{},\"layout\":\"{}\",\"resolved\":{resolved},\"batch\":{batch},\"reps\":{reps},\"median_ms\":{ms:.6},\"min_ms\":{lo:.6},\"max_ms\":{hi:.6},\"ns_per_target_point\":{:.4},\"fma\":{fmas},\"fma_per_s\":{:.4e},\"operand_bytes\":{operand_bytes},\"operand_bytes_per_s\":{:.4e},\"compulsory_bytes\":{compulsory},\"compulsory_bytes_per_s\":{:.4e},\"copy_bandwidth_bytes_per_s\":{bw:.4e},\"table_bytes\":{},\"descriptor_bytes\":{},\"normalizer_bytes\":{},\"resolution_bytes\":{},\"plan_bytes\":{},\"ratio_to_dense\":{:.4},\"prepare_s\":{prep_s:.3},\"bitwise_equal_to_dense\":{same}}}",
                     cfg.name,
                     cfg.tree.n_boxes(),
                     plan.n_pairs(),
@@ -291,6 +304,7 @@ fn main() {
                     up.values,
                     up.descriptors,
                     up.normalizers,
+                    up.resolution,
                     plan.upload_bytes(),
                     ms / dense_ms[bi]
                 ));

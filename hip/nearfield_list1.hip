@@ -69,6 +69,19 @@
 //     distinct, so the probe stops at the match). A representative
 //     missing from the hash (impossible for validated descriptors) gives
 //     NaN, never a silent value.
+//   FALLBACK with a resolution table (n_resolve_orbits > 0;
+//     list1_fallback_resolved_kernel<D, NQ>, NQ = q^D for q ≤ 4, else 0 and
+//     the mode loop runtime-bound): the same slots without the scan or the
+//     hash. The block stages transform_signs, resolve_case_orbit and
+//     resolve_case_transform, and while they fit, in this order, the
+//     qpoint map, resolve_rows and the compact rows. Per (t, pair) the lane
+//     takes h = case_transform[c], o = case_orbit[c] and t' = qmap[h][t];
+//     per entry e = resolve_rows[(o·nq + qmap[h][s])·nq + t'], row e &
+//     0x7FFF, sign transform_signs[h], negated when bit 15 is set: the
+//     fallback's own (row, sign) of the entry (fallback.rs
+//     FallbackResolution; checked on the host against the scan and the
+//     hash for every full entry), so the same bits as the descriptor path.
+//     Same box packing as the descriptor path.
 //
 // Bit-identical to the CPU evaluator (src/nearfield/list1.rs) over the same
 // entry values: every float64 step is one correctly rounded operation in
@@ -436,6 +449,110 @@ __global__ void list1_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
   }
 }
 
+// acc + f_s·T(c, s, t) of the resolved path: e = R[qh[s]·nq], T = ±V[row].
+__device__ __forceinline__ double resolved_term(double acc, const uint16_t *R, const uint16_t *qh,
+                                                const double *__restrict__ V,
+                                                const double *__restrict__ fs, uint32_t hneg,
+                                                int nq, int s) {
+  const uint32_t e = R[static_cast<size_t>(qh[s]) * nq];
+  const double v = V[e & 0x7FFFu];
+  return hk_add(acc, hk_mul(fs[s], ((e ^ hneg) & 0x8000u) ? -v : v));
+}
+
+// FALLBACK through the plan-time resolution table (header): NQ = q^D
+// (q ≤ 4, mode loop unrolled) or 0 (runtime nq). Shared memory: [values
+// (if staged)] [resolve_rows (if staged)] [qpoint map (if staged)]
+// [case_orbit n_cases] [case_transform n_cases] [transform signs].
+// __launch_bounds__(512): launches take up to 512 threads; without it the
+// unrolled q = 4 3D mode loop took 166 registers, too many for 512.
+template <int D, int NQ>
+__global__ void __launch_bounds__(512) list1_fallback_resolved_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
+                                               const double *__restrict__ f,
+                                               double *__restrict__ out, int n_box_targets,
+                                               int lanes, int boxes, int vals_shared,
+                                               int rows_shared, int qmap_shared) {
+  extern __shared__ double smem_d[];
+  unsigned char *p = reinterpret_cast<unsigned char *>(smem_d);
+  const int nq = NQ > 0 ? NQ : n_box_targets;
+  const int64_t n_rows = tab.n_rows;
+  const int n_tr = tab.n_transforms;
+  const double *__restrict__ norms = tab.mode_normalizers;
+  const double *fvals = tab.values;
+  const uint16_t *rrows = tab.resolve_rows;
+  const uint16_t *qmap = tab.transform_qpoint_map;
+  if (vals_shared) {
+    double *sv = reinterpret_cast<double *>(p);
+    const size_t nv = static_cast<size_t>(tab.n_tables) * static_cast<size_t>(n_rows);
+    for (size_t k = threadIdx.x; k < nv; k += blockDim.x) sv[k] = tab.values[k];
+    fvals = sv;
+    p += nv * 8;
+  }
+  if (rows_shared) {
+    uint16_t *sr = reinterpret_cast<uint16_t *>(p);
+    const size_t nr = static_cast<size_t>(tab.n_resolve_orbits) * nq * nq;
+    for (size_t k = threadIdx.x; k < nr; k += blockDim.x) sr[k] = tab.resolve_rows[k];
+    rrows = sr;
+    p += nr * 2;
+  }
+  if (qmap_shared) {
+    uint16_t *sq = reinterpret_cast<uint16_t *>(p);
+    for (int k = threadIdx.x; k < n_tr * nq; k += blockDim.x) sq[k] = tab.transform_qpoint_map[k];
+    qmap = sq;
+    p += static_cast<size_t>(n_tr) * nq * 2;
+  }
+  uint8_t *corb = p;
+  uint8_t *ctr = corb + tab.n_cases;
+  int8_t *tsig = reinterpret_cast<int8_t *>(ctr + tab.n_cases);
+  for (int c = threadIdx.x; c < tab.n_cases; c += blockDim.x) {
+    corb[c] = tab.resolve_case_orbit[c];
+    ctr[c] = tab.resolve_case_transform[c];
+  }
+  for (int k = threadIdx.x; k < n_tr; k += blockDim.x) tsig[k] = tab.transform_signs[k];
+  __syncthreads();
+
+  const int grp = static_cast<int>(threadIdx.x) / lanes;
+  const int lane = static_cast<int>(threadIdx.x) - grp * lanes;
+  if (grp >= boxes) return;
+  const size_t nq2 = static_cast<size_t>(nq) * static_cast<size_t>(nq);
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * boxes + grp; i < pr.n_targets;
+       i += static_cast<int64_t>(gridDim.x) * boxes) {
+    const uint32_t ja = pr.source_starts[i], jb = pr.source_starts[i + 1];
+    for (int t = lane; t < nq; t += lanes) {
+      double u = 0.0;
+      for (uint32_t j = ja; j < jb; ++j) {
+        const uint32_t sb = pr.source_boxes[j];
+        const int c = pr.pair_cases[j];
+        const int lvl = pr.box_levels[sb];
+        const double scale = pr.level_scale[lvl];
+        const double disp = pr.level_displacement[lvl];
+        const double *__restrict__ V =
+            fvals + static_cast<size_t>(pr.level_table[lvl]) * static_cast<size_t>(n_rows);
+        const double *__restrict__ fs = f + static_cast<size_t>(sb) * nq;
+        const int h = ctr[c];
+        const uint16_t *qh = qmap + static_cast<size_t>(h) * nq;
+        const uint16_t *R = rrows + static_cast<size_t>(corb[c]) * nq2 + qh[t];
+        // Bit 15 of an entry flips the sign; XOR with the transform's.
+        const uint32_t hneg = tsig[h] < 0 ? 0x8000u : 0u;
+        double acc = 0.0;
+        if constexpr (NQ > 0) {
+#pragma unroll
+          for (int s = 0; s < NQ; ++s) acc = resolved_term(acc, R, qh, V, fs, hneg, NQ, s);
+        } else {
+          for (int s = 0; s < nq; ++s) acc = resolved_term(acc, R, qh, V, fs, hneg, nq, s);
+        }
+        double d = 0.0;
+        if (disp != 0.0) {
+          double sum = -0.0;
+          for (int s = 0; s < nq; ++s) sum = hk_add(sum, hk_mul(fs[s], norms[s]));
+          d = hk_mul(disp, sum);
+        }
+        u = hk_add(u, hk_add(hk_mul(scale, acc), d));
+      }
+      out[static_cast<size_t>(i) * nq + t] = u;
+    }
+  }
+}
+
 // ---- ORBIT, q = 1..4: per-(pair, lane) hoisted addressing ----
 //
 // The canonical-frame descriptors are re-expressed per *raw* source axis j
@@ -775,6 +892,61 @@ bool launch_orbit_fast(const hipkern_list1_table &tab, const hipkern_list1_pairs
   return true;
 }
 
+// FALLBACK through the resolution table (n_resolve_orbits > 0).
+template <int D, int NQ>
+int32_t launch_fallback_resolved(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
+                                 const double *f, double *out, int nq, int batch, hipStream_t s) {
+  const size_t g = static_cast<size_t>(tab.n_transforms);
+  const size_t lim = static_cast<size_t>(shared_limit());
+  const size_t qbytes = g * nq * 2;
+  const size_t rbytes = static_cast<size_t>(tab.n_resolve_orbits) * nq * nq * 2;
+  const size_t vbytes = static_cast<size_t>(tab.n_tables) * static_cast<size_t>(tab.n_rows) * 8;
+  size_t shmem = 2 * static_cast<size_t>(tab.n_cases) + g;
+  int qmap_shared = 0, rows_shared = 0, vals_shared = 0;
+  // Staged in order of reads per byte while they fit: the qpoint map (one
+  // uniform read per entry), the resolution rows, the compact rows.
+  if (shmem + qbytes <= lim) {
+    shmem += qbytes;
+    qmap_shared = 1;
+  }
+  if (shmem + rbytes <= lim) {
+    shmem += rbytes;
+    rows_shared = 1;
+  }
+  if (shmem + vbytes <= lim) {
+    shmem += vbytes;
+    vals_shared = 1;
+  }
+  shmem = (shmem + 7) / 8 * 8;
+  const int wl = (32 % nq == 0) ? nq : (nq + 31) / 32 * 32;
+  const int lanes = batch < wl ? batch : wl;
+  const int tpb = shmem > 64 * 1024 ? 512 : 256;
+  const int boxes = tpb / lanes > 1 ? tpb / lanes : 1;
+  int64_t blocks = (pr.n_targets + boxes - 1) / boxes;
+  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+  (void)hipGetLastError();  // a stale error must not be reported as ours
+  const int32_t e =
+      allow_shared(reinterpret_cast<const void *>(&list1_fallback_resolved_kernel<D, NQ>), shmem);
+  if (e != 0) return e;
+  list1_fallback_resolved_kernel<D, NQ>
+      <<<static_cast<unsigned>(blocks), static_cast<unsigned>(lanes * boxes), shmem, s>>>(
+          tab, pr, f, out, nq, lanes, boxes, vals_shared, rows_shared, qmap_shared);
+  return static_cast<int32_t>(hipGetLastError());
+}
+
+template <int D>
+int32_t launch_resolved_q(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
+                          const double *f, double *out, int nq, int batch, hipStream_t s) {
+  constexpr int Q2 = D == 3 ? 8 : 4, Q3 = D == 3 ? 27 : 9, Q4 = D == 3 ? 64 : 16;
+  switch (tab.q) {
+    case 1: return launch_fallback_resolved<D, 1>(tab, pr, f, out, nq, batch, s);
+    case 2: return launch_fallback_resolved<D, Q2>(tab, pr, f, out, nq, batch, s);
+    case 3: return launch_fallback_resolved<D, Q3>(tab, pr, f, out, nq, batch, s);
+    case 4: return launch_fallback_resolved<D, Q4>(tab, pr, f, out, nq, batch, s);
+    default: return launch_fallback_resolved<D, 0>(tab, pr, f, out, nq, batch, s);
+  }
+}
+
 template <int D, int LAYOUT>
 int32_t launch(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr, const double *f,
                double *out, int nq, int batch, hipStream_t s) {
@@ -795,6 +967,7 @@ int32_t launch(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr, co
     if (done) return rc;
     shmem = sizeof(OrbitCase) * static_cast<size_t>(tab.n_cases);
   } else if (LAYOUT == HIPKERN_LIST1_FALLBACK) {
+    if (tab.n_resolve_orbits > 0) return launch_resolved_q<D>(tab, pr, f, out, nq, batch, s);
     const size_t g = static_cast<size_t>(tab.n_transforms);
     const size_t rest = g * tab.n_cases + 2 * static_cast<size_t>(tab.n_cases) + g;
     const size_t qbytes = g * nq * 2;
@@ -878,6 +1051,11 @@ int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_l
         t.probe_count < 1 || t.probe_count > t.lookup_size || !t.transform_qpoint_map ||
         !t.transform_case_map || !t.transform_signs || !t.lookup_keys || !t.lookup_rows ||
         (t.n_sign_lookup > 0 && (!t.sign_lookup_ids || !t.sign_lookup_signs)))
+      return HIPKERN_ERROR_INVALID_ARGUMENT;
+    // Optional resolution table: rows are 15 bits, case orbits 8 bits.
+    if (t.n_resolve_orbits < 0 || t.n_resolve_orbits > 256 ||
+        (t.n_resolve_orbits > 0 && (!t.resolve_case_orbit || !t.resolve_case_transform ||
+                                    !t.resolve_rows || t.n_rows > 0x8000)))
       return HIPKERN_ERROR_INVALID_ARGUMENT;
   } else {
     return HIPKERN_ERROR_INVALID_ARGUMENT;

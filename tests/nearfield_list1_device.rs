@@ -2,7 +2,8 @@
 //! evaluator (`evaluate_list1`), SPEC §6.
 //!
 //! GPU tests (ignored unless `--include-ignored`): every layout (dense,
-//! ORBIT, descriptor fallback) and every kernel of the tables issue
+//! ORBIT, descriptor fallback through its resolution table and on the pure
+//! descriptor path, bitwise equal to each other) and every kernel of the tables issue
 //! (Laplace, Constant, Yukawa with per-level tables, axis target and source
 //! derivatives, a directional source derivative — dense and fallback only;
 //! ORBIT refuses it), 2D and 3D, q = 1..4, on random 2:1-balanced trees
@@ -215,8 +216,10 @@ fn run_into(
 
 /// Every layout of `tables` (ORBIT refused for a directional derivative)
 /// against `want`, with batch sizes 1, 32, 7 and 64 bitwise equal, and the
-/// `Vec` path equal to the buffer path. `exact`: assert bitwise equality
-/// with `want` too. Returns the worst error.
+/// `Vec` path equal to the buffer path; the fallback twice: through its
+/// resolution table (which every kernel here has) and on the pure
+/// descriptor path, bitwise equal to each other. `exact`: assert bitwise
+/// equality with `want` too. Returns the worst error.
 #[allow(clippy::too_many_arguments)]
 fn check_layouts(
     what: &str,
@@ -231,7 +234,14 @@ fn check_layouts(
 ) -> f64 {
     let fd = device.htod_copy(f).unwrap();
     let mut worst = 0.0f64;
-    for layout in List1Layout::ALL {
+    let mut resolved_out: Option<Vec<f64>> = None;
+    let variants = [
+        (List1Layout::Dense, false),
+        (List1Layout::Orbit, false),
+        (List1Layout::Fallback, true),
+        (List1Layout::Fallback, false),
+    ];
+    for (layout, resolved) in variants {
         let payload = payloads(layout);
         if directional && layout == List1Layout::Orbit {
             let e = payload.unwrap_err().to_string();
@@ -241,8 +251,25 @@ fn check_layouts(
             );
             continue;
         }
-        let payload = payload.unwrap();
+        let mut payload = payload.unwrap();
+        if layout == List1Layout::Fallback {
+            assert!(
+                payload.fallback_resolution().is_some(),
+                "{what}: no resolution table"
+            );
+            if !resolved {
+                payload = payload.without_fallback_resolution();
+                assert!(payload.fallback_resolution().is_none());
+            }
+        }
+        let layout_name = if layout == List1Layout::Fallback && !resolved {
+            "fallback-descriptors".to_string()
+        } else {
+            layout.to_string()
+        };
+        let layout = layout_name.as_str();
         let mut ev = List1Evaluator::new(device, &payload).unwrap();
+        assert_eq!(ev.fallback_resolved(), resolved);
         assert_eq!(ev.upload_bytes(), payload.upload_bytes());
         let plan = ev.plan(boxes).unwrap();
         let mut first: Option<Vec<f64>> = None;
@@ -284,6 +311,15 @@ fn check_layouts(
             v.iter().zip(&b1).all(|(a, b)| a.to_bits() == b.to_bits()),
             "{what} {layout}: evaluate() differs from evaluate_into()"
         );
+        if payload.layout() == List1Layout::Fallback {
+            match &resolved_out {
+                None => resolved_out = Some(b1),
+                Some(r) => assert!(
+                    r.iter().zip(&b1).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{what}: the resolved fallback differs from the descriptor path"
+                ),
+            }
+        }
     }
     worst
 }
@@ -379,6 +415,10 @@ fn without_a_device_the_api_is_a_clean_error() {
         n_sign_lookup: 0,
         sign_lookup_ids: std::ptr::null(),
         sign_lookup_signs: std::ptr::null(),
+        n_resolve_orbits: 0,
+        resolve_case_orbit: std::ptr::null(),
+        resolve_case_transform: std::ptr::null(),
+        resolve_rows: std::ptr::null(),
     };
     let pairs = hipkern_sys::hipkern_list1_pairs {
         n_targets: 1,
@@ -469,19 +509,30 @@ fn payloads_reconstruct_every_entry() {
                     .iter()
                     .map(|t| t.reconstruct_full_table_from_symmetry())
                     .collect();
-                for layout in List1Layout::ALL {
+                for (layout, resolved) in [
+                    (List1Layout::Dense, false),
+                    (List1Layout::Orbit, false),
+                    (List1Layout::Fallback, true),
+                    (List1Layout::Fallback, false),
+                ] {
                     let view = if is_yukawa(&k) {
                         List1ReducedTables::PerLevel(&tables)
                     } else {
                         List1ReducedTables::Scaled(&tables[0])
                     };
-                    let p = match List1Payload::from_reduced(&view, layout) {
+                    let mut p = match List1Payload::from_reduced(&view, layout) {
                         Err(e) if layout == List1Layout::Orbit && is_directional(&k) => {
                             assert!(e.to_string().contains("ORBIT"), "{e}");
                             continue;
                         }
                         r => r.unwrap(),
                     };
+                    if layout == List1Layout::Fallback {
+                        assert!(p.fallback_resolution().is_some(), "{dim}D {name} q={q}");
+                        if !resolved {
+                            p = p.without_fallback_resolution();
+                        }
+                    }
                     let nq = q.pow(dim as u32);
                     for (ti, want) in full.iter().enumerate().take(p.n_tables()) {
                         for (id, &w) in want.iter().enumerate() {
@@ -558,15 +609,34 @@ fn upload_bytes_3d_q3() {
             .unwrap()
             .metadata_bytes()
     );
+    // The resolution table: per case its orbit and transform, 10 canonical
+    // cases × 27² u16 entries.
+    let n_cases = hipkern::nearfield::Cases::new(3).unwrap().len();
+    assert_eq!(fb.upload_bytes().resolution, 2 * n_cases + 10 * 729 * 2);
+    let fbd = fb.clone().without_fallback_resolution();
+    assert_eq!(fbd.upload_bytes().resolution, 0);
+    assert_eq!(
+        fbd.upload_bytes().descriptors,
+        fb.upload_bytes().descriptors
+    );
+    assert_eq!(
+        fb.upload_bytes().total(),
+        fbd.upload_bytes().total() + fb.upload_bytes().resolution
+    );
+    for p in [&dense, &orbit] {
+        assert_eq!(p.upload_bytes().resolution, 0);
+    }
     for p in [&dense, &orbit, &fb] {
         assert_eq!(p.upload_bytes().normalizers, 27 * 8);
         let b = p.upload_bytes();
         eprintln!(
-            "3D q=3 Laplace {}: {} B values + {} B descriptors + {} B normalisers = {} B",
+            "3D q=3 Laplace {}: {} B values + {} B descriptors + {} B normalisers + {} B \
+             resolution = {} B",
             p.layout(),
             b.values,
             b.descriptors,
             b.normalizers,
+            b.resolution,
             b.total()
         );
     }

@@ -518,6 +518,103 @@ fn fallback_slots_agree_with_the_oracle_for_every_entry() {
     }
 }
 
+/// The fallback's plan-time resolution table exists for every kernel of
+/// the tables issue (the scalar and axis-derivative kernels, and the
+/// directional derivatives along (0.7, 0.7) and (0.4, −0.4, 0.4)), 2D q =
+/// 1..4 and 3D q = 1..3, and gives `slot`'s row and sign for every full
+/// entry; each canonical case resolves through the identity; 3D Laplace
+/// has 10 case orbits. The other directional derivatives have it too
+/// unless their compact rows need more than 15 bits (a direction with
+/// little symmetry at 3D q = 3). A sign correction that breaks the
+/// identity gives `None`.
+#[test]
+fn fallback_resolution_agrees_with_slot_for_every_entry() {
+    for dim in [2usize, 3] {
+        let qs: &[usize] = if dim == 2 { &[1, 2, 3, 4] } else { &[1, 2, 3] };
+        let mut ks = kernels(dim);
+        let n_cases = Cases::new(dim).unwrap().len();
+        let issue_dir: Vec<f64> = if dim == 2 {
+            vec![0.7, 0.7]
+        } else {
+            vec![0.4, -0.4, 0.4]
+        };
+        let issue_dir = Kernel::laplace(dim)
+            .unwrap()
+            .directional_source_derivative(&issue_dir)
+            .unwrap();
+        let n_plain = ks.len();
+        ks.extend(directional(dim));
+        assert!(ks[n_plain..].contains(&issue_dir));
+        for (i, k) in ks.iter().enumerate() {
+            for &q in qs {
+                let f = FallbackDescriptors::prepare(k, q).unwrap();
+                let Some(r) = f.resolution() else {
+                    assert!(
+                        i >= n_plain && k != &issue_dir && f.n_rows() > 0x8000,
+                        "{k:?} q={q}: no resolution ({} rows)",
+                        f.n_rows()
+                    );
+                    eprintln!("{k:?} q={q}: {} rows, no resolution table", f.n_rows());
+                    continue;
+                };
+                let nq = q.pow(dim as u32);
+                assert_eq!(r.case_orbit.len(), n_cases);
+                assert_eq!(r.case_transform.len(), n_cases);
+                assert_eq!(r.rows.len(), r.n_orbits() * nq * nq);
+                assert_eq!(r.bytes(), 2 * n_cases + 2 * r.rows.len());
+                for c in 0..n_cases {
+                    let h = usize::from(r.case_transform[c]);
+                    assert!(h < f.n_transforms());
+                    assert!(usize::from(r.case_orbit[c]) < r.n_orbits());
+                    for s in 0..nq {
+                        for t in 0..nq {
+                            let slot = f.slot(c, s, t).unwrap();
+                            assert_eq!(
+                                r.slot(&f, c, s, t),
+                                (slot.row, slot.sign),
+                                "{k:?} q={q} entry ({c}, {s}, {t})"
+                            );
+                        }
+                    }
+                }
+                // The canonical case of each orbit maps to itself by the
+                // identity (transform 0).
+                let mut seen = vec![false; r.n_orbits()];
+                for c in 0..n_cases {
+                    let o = usize::from(r.case_orbit[c]);
+                    if !seen[o] && r.case_transform[c] == 0 {
+                        seen[o] = true;
+                    }
+                }
+                assert!(seen.iter().all(|&x| x), "{k:?} q={q}");
+                if dim == 3 && k == &Kernel::laplace(3).unwrap() {
+                    assert_eq!(r.n_orbits(), 10);
+                }
+            }
+        }
+    }
+    // A correction on one entry of a case that is not canonical (and not
+    // on its canonical image) breaks the identity: no table.
+    let k = Kernel::laplace(2).unwrap();
+    let mut f = FallbackDescriptors::prepare(&k, 2).unwrap();
+    let r = f.resolution().unwrap();
+    let c = (0..n_cases_of(2))
+        .find(|&c| r.case_transform[c] != 0)
+        .unwrap();
+    let id = (c * 16) as u32;
+    let sign = f.slot(c, 0, 0).unwrap().sign;
+    let at = f.sign_lookup_ids.partition_point(|&x| x < id);
+    assert!(f.sign_lookup_ids.get(at) != Some(&id));
+    f.sign_lookup_ids.insert(at, id);
+    f.sign_lookup_signs.insert(at, -sign);
+    assert_eq!(f.slot(c, 0, 0).unwrap().sign, -sign);
+    assert!(f.resolution().is_none());
+}
+
+fn n_cases_of(dim: usize) -> usize {
+    Cases::new(dim).unwrap().len()
+}
+
 /// A wrong descriptor is caught at payload preparation: each mutation of
 /// a valid fallback (a transform's sign flipped, a map entry moved, a hash
 /// row changed) fails `validate` against the oracle, naming an entry.

@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define HIPKERN_ABI_VERSION 1
+#define HIPKERN_ABI_VERSION 2
 
 /* ---- status codes (hipkern's own; runtime codes are positive) ---------- */
 #define HIPKERN_SUCCESS 0
@@ -447,7 +447,17 @@ typedef enum hipkern_list1_layout {
  *   0xFFFFFFFF empty, rows the compact rows; every lookup probes exactly
  *   probe_count slots of the Fibonacci hash (id * 0x9E3779B1) >> (32 -
  *   log2 lookup_size)), and the sparse sign corrections (n_sign_lookup full
- *   ids, ascending, with their signs).
+ *   ids, ascending, with their signs). Optional, derived from those at plan
+ *   time (n_resolve_orbits 0: none; fallback.rs FallbackResolution):
+ *   resolve_case_orbit and resolve_case_transform (n_cases: the case orbit
+ *   o of each case c and the first transform h taking c to its smallest
+ *   image case), resolve_rows (n_resolve_orbits x nq x nq, u16: bit 15 the
+ *   sign, bits 0..14 the row of the canonical case's entry), so that
+ *   entry (c, s, t) has row/sign e = resolve_rows[(o * nq + qmap[h][s]) * nq
+ *   + qmap[h][t]] times transform_signs[h], exactly the slot the transform
+ *   scan and the hash give (checked on the host for every full entry).
+ *   With it (n_resolve_orbits 1..256, n_rows <= 0x8000) the device reads
+ *   the table instead of scanning the transforms and probing the hash.
  */
 typedef struct hipkern_list1_table {
   hipkern_list1_layout layout;
@@ -476,6 +486,10 @@ typedef struct hipkern_list1_table {
   uint32_t n_sign_lookup;
   const uint32_t *sign_lookup_ids;
   const int8_t *sign_lookup_signs;
+  int32_t n_resolve_orbits;
+  const uint8_t *resolve_case_orbit;
+  const uint8_t *resolve_case_transform;
+  const uint16_t *resolve_rows;
 } hipkern_list1_table;
 
 /**

@@ -86,7 +86,7 @@ pub(super) fn evaluate(
     let median = times[REPEATS / 2];
     let line = format!(
         "backend device ({}): layout {}, batch {batch}, uploaded {} bytes (values {}, \
-         descriptors {}, normalizers {}) in {upload_seconds:.3} s; kernel median {median:.4} ms \
+         descriptors {}, normalizers {}, resolution {}) in {upload_seconds:.3} s; kernel median {median:.4} ms \
          of {REPEATS} (min {:.4}, max {:.4}), {:.3} ns per target point",
         device.properties().name,
         match layout {
@@ -98,6 +98,7 @@ pub(super) fn evaluate(
         bytes.values,
         bytes.descriptors,
         bytes.normalizers,
+        bytes.resolution,
         times[0],
         times[REPEATS - 1],
         median * 1e6 / u.len().max(1) as f64

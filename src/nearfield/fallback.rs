@@ -317,3 +317,145 @@ impl FallbackDescriptors {
             + self.sign_lookup_signs.len()
     }
 }
+
+/// Sign bit of a [`FallbackResolution`] entry (the rest is the row).
+pub const RESOLUTION_NEGATIVE: u16 = 0x8000;
+
+/// A plan-time table derived from the [`FallbackDescriptors`] so that the
+/// device need not scan the candidate transforms per entry: the fallback's
+/// own slots (smallest full id over the transforms, sparse sign
+/// correction, the hash's row) of the entries of one canonical case per
+/// case orbit, for every (source mode, target point) pair, and per case
+/// the transform that takes it there. It is not the dense full-entry map:
+/// it covers the case orbits' canonical cases only (3D: 10 of 139 cases
+/// for a scalar kernel, so 7,290 of 101,331 entries at q = 3).
+///
+/// For case `c` let `h = case_transform[c]`, the first transform (in
+/// order) taking `c` to its smallest image case `c* = case_map[h, c]`
+/// (one of the fallback's candidate transforms), and `o = case_orbit[c]`
+/// the index of `c*` among the canonical cases (ascending). Then
+///
+/// ```text
+/// e = rows[(o · nq + qmap[h, s]) · nq + qmap[h, t]]
+/// slot(c, s, t) = (row e & 0x7FFF, sign (−1 if e & 0x8000) · transform_signs[h])
+/// ```
+///
+/// — the candidates of `c` are those of `c*` composed with `h`, so the
+/// smallest full id is the image of `c*`'s. That holds because the
+/// transforms form a group acting on cases and nodes;
+/// [`FallbackDescriptors::resolution`] does not assume it: it checks the
+/// identity above against [`FallbackDescriptors::slot`] for every full
+/// entry (row and sign) and returns `None` when any entry disagrees, or
+/// when a row does not fit 15 bits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FallbackResolution {
+    /// `[n_cases]`: the case orbit of each case (index of its canonical case).
+    pub case_orbit: Vec<u8>,
+    /// `[n_cases]`: the transform taking each case to its canonical case.
+    pub case_transform: Vec<u8>,
+    /// `[n_orbits × nq × nq]`: row | [`RESOLUTION_NEGATIVE`] of the
+    /// canonical case's entry `(s', t')`.
+    pub rows: Vec<u16>,
+}
+
+impl FallbackResolution {
+    /// Case orbits (canonical cases).
+    pub fn n_orbits(&self) -> usize {
+        self.case_orbit
+            .iter()
+            .map(|&o| usize::from(o) + 1)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Bytes a device receives for it.
+    pub fn bytes(&self) -> usize {
+        self.case_orbit.len() + self.case_transform.len() + 2 * self.rows.len()
+    }
+
+    /// `(row, sign)` of entry `(case, s, t)` through the table (the
+    /// identity in the type's docs), with `desc` the descriptors it was
+    /// derived from (their node maps and transform signs); what the
+    /// device's resolved fallback path reads. Panics for indices out of
+    /// range.
+    pub fn slot(&self, desc: &FallbackDescriptors, case: usize, s: usize, t: usize) -> (u32, i8) {
+        let nq = desc.n_q_points;
+        let h = usize::from(self.case_transform[case]);
+        let o = usize::from(self.case_orbit[case]);
+        let qmap = |m: usize| usize::from(desc.transform_qpoint_map[h * nq + m]);
+        let e = self.rows[(o * nq + qmap(s)) * nq + qmap(t)];
+        let hs = desc.transform_signs[h];
+        let sign = if e & RESOLUTION_NEGATIVE != 0 {
+            -hs
+        } else {
+            hs
+        };
+        (u32::from(e & !RESOLUTION_NEGATIVE), sign)
+    }
+}
+
+impl FallbackDescriptors {
+    /// The plan-time resolution table ([`FallbackResolution`]), checked
+    /// against [`FallbackDescriptors::slot`] for every full entry; `None`
+    /// when the identity fails for some entry, a row needs more than 15
+    /// bits, or there are more than 256 canonical cases.
+    pub fn resolution(&self) -> Option<FallbackResolution> {
+        let (nq, nc, ng) = (self.n_q_points, self.n_cases, self.n_transforms());
+        if self.n_rows() > usize::from(RESOLUTION_NEGATIVE) {
+            return None;
+        }
+        let cmap = |g: usize, c: usize| usize::from(self.transform_case_map[g * nc + c]);
+        let mut canon = vec![0usize; nc];
+        let mut case_transform = vec![0u8; nc];
+        for c in 0..nc {
+            let mut best = (usize::MAX, 0usize);
+            for g in 0..ng {
+                if cmap(g, c) < best.0 {
+                    best = (cmap(g, c), g);
+                }
+            }
+            canon[c] = best.0;
+            case_transform[c] = u8::try_from(best.1).ok()?;
+        }
+        let mut reps: Vec<usize> = canon.clone();
+        reps.sort_unstable();
+        reps.dedup();
+        if reps.len() > 256 {
+            return None;
+        }
+        let case_orbit: Vec<u8> = canon
+            .iter()
+            .map(|c| reps.binary_search(c).unwrap() as u8)
+            .collect();
+        let mut rows = Vec::with_capacity(reps.len() * nq * nq);
+        for &r in &reps {
+            for s in 0..nq {
+                for t in 0..nq {
+                    let slot = self.slot(r, s, t).ok()?;
+                    let neg = if slot.sign < 0 {
+                        RESOLUTION_NEGATIVE
+                    } else {
+                        0
+                    };
+                    rows.push(u16::try_from(slot.row).ok()? | neg);
+                }
+            }
+        }
+        let res = FallbackResolution {
+            case_orbit,
+            case_transform,
+            rows,
+        };
+        for c in 0..nc {
+            for s in 0..nq {
+                for t in 0..nq {
+                    let slot = self.slot(c, s, t).ok()?;
+                    if res.slot(self, c, s, t) != (slot.row, slot.sign) {
+                        return None;
+                    }
+                }
+            }
+        }
+        Some(res)
+    }
+}

@@ -32,7 +32,15 @@
 //!   descriptors ([`FallbackDescriptors`]: transform maps, transform
 //!   signs, the open-addressed representative hash with its fixed probe
 //!   count, the sparse sign lookup), validated against the dense oracle
-//!   when they are prepared. Every kernel.
+//!   when they are prepared. Every kernel. Where
+//!   [`FallbackDescriptors::resolution`] derives its plan-time table (the
+//!   fallback's own row and sign of every entry of one canonical case per
+//!   case orbit, and the transform taking each case there; checked on the
+//!   host against [`FallbackDescriptors::slot`] for every full entry) the
+//!   payload carries it too and the device resolves each entry with two
+//!   table reads instead of scanning the candidate transforms and probing
+//!   the hash; [`List1Payload::without_fallback_resolution`] keeps the pure
+//!   descriptor path. Both give the same rows and signs, so the same bits.
 //!
 //! Per-level tables (Yukawa) are uploaded side by side (`n_tables` blocks
 //! of rows, one addressing: same kernel and `q`).
@@ -53,7 +61,7 @@
 //! 2:1 tree, named; [`super::level_scalings`]: the tables fit the levels),
 //! plus the lengths and devices of the buffers and the plan's evaluator.
 use super::cases::Cases;
-use super::fallback::FallbackDescriptors;
+use super::fallback::{FallbackDescriptors, FallbackResolution};
 use super::kernels::{Derivative, Kernel};
 use super::list1::{
     check_list1_inputs, check_source_values, shape_scalings, LevelScaling, List1Boxes, List1Tables,
@@ -154,12 +162,15 @@ pub struct List1UploadBytes {
     /// The mode normalisers (`q^d` float64, read by 2D Laplace's
     /// displacement).
     pub normalizers: usize,
+    /// The fallback's plan-time resolution table
+    /// ([`FallbackResolution::bytes`]; 0 without one).
+    pub resolution: usize,
 }
 
 impl List1UploadBytes {
     /// Everything.
     pub fn total(&self) -> usize {
-        self.values + self.descriptors + self.normalizers
+        self.values + self.descriptors + self.normalizers + self.resolution
     }
 }
 
@@ -258,7 +269,7 @@ impl TableMeta {
 enum HostAddressing {
     Dense,
     Orbit(Box<OrbitDescriptors>),
-    Fallback(Box<FallbackDescriptors>),
+    Fallback(Box<FallbackDescriptors>, Option<Box<FallbackResolution>>),
 }
 
 /// The host arrays of one layout, ready to upload (module docs).
@@ -367,7 +378,8 @@ impl List1Payload {
                     );
                 }
                 let n = desc.n_rows();
-                (HostAddressing::Fallback(Box::new(desc)), n, v)
+                let res = desc.resolution().map(Box::new);
+                (HostAddressing::Fallback(Box::new(desc), res), n, v)
             }
         };
         let normalizers = list[0].mode_normalizers().to_vec();
@@ -440,7 +452,8 @@ impl List1Payload {
                     v.extend_from_slice(t.reduced_data());
                 }
                 let n = desc.n_rows();
-                (HostAddressing::Fallback(Box::new(desc)), n, v)
+                let res = desc.resolution().map(Box::new);
+                (HostAddressing::Fallback(Box::new(desc), res), n, v)
             }
         };
         let normalizers = list[0].mode_normalizers().to_vec();
@@ -466,9 +479,30 @@ impl List1Payload {
     /// The generated fallback descriptors (fallback payloads).
     pub fn fallback_descriptors(&self) -> Option<&FallbackDescriptors> {
         match &self.addressing {
-            HostAddressing::Fallback(d) => Some(d),
+            HostAddressing::Fallback(d, _) => Some(d),
             _ => None,
         }
+    }
+
+    /// The fallback's plan-time resolution table (module docs), when the
+    /// payload carries one: fallback payloads whose
+    /// [`FallbackDescriptors::resolution`] is `Some`, unless
+    /// [`List1Payload::without_fallback_resolution`] dropped it.
+    pub fn fallback_resolution(&self) -> Option<&FallbackResolution> {
+        match &self.addressing {
+            HostAddressing::Fallback(_, r) => r.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// The same payload without the fallback's resolution table: the
+    /// device then takes the pure descriptor path (transform candidates,
+    /// smallest full id, sign lookup, hash). Other layouts are unchanged.
+    pub fn without_fallback_resolution(mut self) -> List1Payload {
+        if let HostAddressing::Fallback(_, r) = &mut self.addressing {
+            *r = None;
+        }
+        self
     }
 
     /// The layout.
@@ -513,15 +547,17 @@ impl List1Payload {
             descriptors: match &self.addressing {
                 HostAddressing::Dense => 0,
                 HostAddressing::Orbit(d) => d.metadata_bytes(),
-                HostAddressing::Fallback(d) => d.metadata_bytes(),
+                HostAddressing::Fallback(d, _) => d.metadata_bytes(),
             },
             normalizers: self.normalizers.len() * 8,
+            resolution: self.fallback_resolution().map_or(0, |r| r.bytes()),
         }
     }
 
     /// Entry `(case, s, t)` of table `table` as the layout reconstructs it
     /// (the value the device reads): dense the value, ORBIT `slot sign ·
-    /// row`, fallback `sign · row` of its slot.
+    /// row`, fallback `sign · row` of its slot (through the resolution
+    /// table when the payload carries one).
     pub fn entry(&self, table: usize, case: usize, s: usize, t: usize) -> Result<f64> {
         let nq = self.meta.nq;
         if table >= self.n_tables || case >= self.meta.n_cases || s >= nq || t >= nq {
@@ -542,7 +578,11 @@ impl List1Payload {
                     f64::from(slot.sign) * self.values[base + slot.row]
                 }
             }
-            HostAddressing::Fallback(d) => {
+            HostAddressing::Fallback(d, Some(r)) => {
+                let (row, sign) = r.slot(d, case, s, t);
+                f64::from(sign) * self.values[base + row as usize]
+            }
+            HostAddressing::Fallback(d, None) => {
                 let slot = d.slot(case, s, t)?;
                 f64::from(slot.sign) * self.values[base + slot.row as usize]
             }
@@ -579,7 +619,16 @@ enum DeviceAddressing {
         sign_ids: DeviceBuffer<u32>,
         sign_signs: DeviceBuffer<i8>,
         n_transforms: usize,
+        resolution: Option<DeviceResolution>,
     },
+}
+
+/// A [`FallbackResolution`] on the device.
+struct DeviceResolution {
+    case_orbit: DeviceBuffer<u8>,
+    case_transform: DeviceBuffer<u8>,
+    rows: DeviceBuffer<u16>,
+    n_orbits: usize,
 }
 
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -697,7 +746,7 @@ impl List1Evaluator {
                 axis_sign_power: upload(device, &d.axis_sign_power)?,
                 n_case_orbits: d.n_case_orbits(),
             },
-            HostAddressing::Fallback(d) => DeviceAddressing::Fallback {
+            HostAddressing::Fallback(d, r) => DeviceAddressing::Fallback {
                 qmap: upload(device, &d.transform_qpoint_map)?,
                 cmap: upload(device, &d.transform_case_map)?,
                 signs: upload(device, &d.transform_signs)?,
@@ -707,6 +756,15 @@ impl List1Evaluator {
                 sign_ids: upload(device, &d.sign_lookup_ids)?,
                 sign_signs: upload(device, &d.sign_lookup_signs)?,
                 n_transforms: d.n_transforms(),
+                resolution: match r {
+                    None => None,
+                    Some(r) => Some(DeviceResolution {
+                        case_orbit: upload(device, &r.case_orbit)?,
+                        case_transform: upload(device, &r.case_transform)?,
+                        rows: upload(device, &r.rows)?,
+                        n_orbits: r.n_orbits(),
+                    }),
+                },
             },
         };
         Ok(List1Evaluator {
@@ -785,6 +843,19 @@ impl List1Evaluator {
     /// Bytes the table upload sent (values + descriptors + normalisers).
     pub fn upload_bytes(&self) -> List1UploadBytes {
         self.bytes
+    }
+
+    /// Whether the fallback layout resolves entries through its plan-time
+    /// table (module docs); false for the pure descriptor path and for the
+    /// other layouts.
+    pub fn fallback_resolved(&self) -> bool {
+        matches!(
+            self.addressing,
+            DeviceAddressing::Fallback {
+                resolution: Some(_),
+                ..
+            }
+        )
     }
 
     /// `list1_target_batch_size`: threads per target box.
@@ -898,7 +969,10 @@ impl List1Evaluator {
         // plan's indices were validated on the host (box ids < n_boxes, case
         // ids < n_cases, levels < n_levels, tables < n_tables), and the
         // descriptors come from OrbitDescriptors / FallbackDescriptors of
-        // this kernel and q, so every read the kernel makes is in bounds.
+        // this kernel and q (the fallback's resolution table from
+        // FallbackDescriptors::resolution, whose rows, case orbits and
+        // transforms it checked), so every read the kernel makes is in
+        // bounds.
         unsafe { self.launch(stream, plan, source_values.as_ptr(), out.as_mut_ptr()) }
     }
 
@@ -940,6 +1014,10 @@ impl List1Evaluator {
             n_sign_lookup: 0,
             sign_lookup_ids: std::ptr::null(),
             sign_lookup_signs: std::ptr::null(),
+            n_resolve_orbits: 0,
+            resolve_case_orbit: null8,
+            resolve_case_transform: null8,
+            resolve_rows: std::ptr::null(),
         };
         match &self.addressing {
             DeviceAddressing::Dense => {}
@@ -970,6 +1048,7 @@ impl List1Evaluator {
                 sign_ids,
                 sign_signs,
                 n_transforms,
+                resolution,
             } => {
                 t.n_transforms = *n_transforms as i32;
                 t.transform_qpoint_map = qmap.as_ptr();
@@ -982,6 +1061,12 @@ impl List1Evaluator {
                 t.n_sign_lookup = sign_ids.len() as u32;
                 t.sign_lookup_ids = sign_ids.as_ptr();
                 t.sign_lookup_signs = sign_signs.as_ptr();
+                if let Some(r) = resolution {
+                    t.n_resolve_orbits = r.n_orbits as i32;
+                    t.resolve_case_orbit = r.case_orbit.as_ptr();
+                    t.resolve_case_transform = r.case_transform.as_ptr();
+                    t.resolve_rows = r.rows.as_ptr();
+                }
             }
         }
         let p = sys::hipkern_list1_pairs {

@@ -105,7 +105,9 @@ pub use cases::{CaseKind, Cases, CASE_ENCODING_BASE, CASE_ENCODING_SHIFT, PAIR_T
 pub use entry::{
     entries_at_point, entry, entry_at_point, tanh_sinh_unit, CaseRef, EntryQuadrature,
 };
-pub use fallback::{FallbackDescriptors, FallbackSlot, LOOKUP_EMPTY};
+pub use fallback::{
+    FallbackDescriptors, FallbackResolution, FallbackSlot, LOOKUP_EMPTY, RESOLUTION_NEGATIVE,
+};
 pub use kernels::{bessel_k0, bessel_k1, BaseKernel, Derivative, Kernel};
 pub use list1::{
     evaluate_list1, evaluate_list1_with_threads, level_scalings, LevelScaling, List1Boxes,
