@@ -253,10 +253,17 @@ fn check_layouts(
         }
         let mut payload = payload.unwrap();
         if layout == List1Layout::Fallback {
-            assert!(
-                payload.fallback_resolution().is_some(),
-                "{what}: no resolution table"
-            );
+            if payload.fallback_resolution().is_none() {
+                // resolution() declines when a row needs more than 15 bits:
+                // a directional derivative's orbits are small, so its
+                // compact rows are many (3D q=4: beyond 32,767). Only the
+                // descriptor path exists then.
+                assert!(directional, "{what}: no resolution table");
+                if resolved {
+                    eprintln!("{what}: no resolution table (rows beyond 15 bits)");
+                    continue;
+                }
+            }
             if !resolved {
                 payload = payload.without_fallback_resolution();
                 assert!(payload.fallback_resolution().is_none());
