@@ -94,7 +94,7 @@ pub struct ReplayArgs {
     phases: usize,
     /// The device sink on GPU 0: atomic (global float64 atomics), tile16 /
     /// tile32 (owner-computes tiles, lists binned on the device), adaptive
-    /// (per chunk tile16 or atomic, SPEC §7's selection); cpu: the
+    /// (per chunk tiles or atomic: AdaptiveThresholds::default()); cpu: the
     /// row-parallel CPU float64 sink.
     #[arg(long, value_name = "atomic|tile16|tile32|adaptive|cpu")]
     mode: String,
