@@ -20,7 +20,7 @@
 //! fails.
 use hipkern::nearfield::{
     evaluate_list1, BalancedTree, EntryQuadrature, Kernel, List1Evaluator, List1Layout,
-    List1ReducedTables, List1Tables, NearFieldTable, RandomTreeConfig, ReducedTable,
+    List1ReducedTables, List1Tables, RandomTreeConfig, ReducedTable,
 };
 use hipkern::{Device, Result};
 use std::f64::consts::PI;
@@ -54,13 +54,7 @@ fn run() -> Result<bool> {
     let quad = EntryQuadrature::default();
     let t0 = Instant::now();
     let reduced = ReducedTable::build(&kernel, Q, 1.0, &quad)?;
-    let dense = NearFieldTable::from_parts(
-        &kernel,
-        Q,
-        1.0,
-        &quad,
-        reduced.reconstruct_full_table_from_symmetry(),
-    )?;
+    let dense = reduced.to_dense()?;
     println!(
         "nearfield: 3D Laplace q={Q} table, {} full entries from {} representatives, built in {:.2} s",
         reduced.n_full_entries(),

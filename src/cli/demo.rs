@@ -28,8 +28,8 @@ use hipkern::force::{
 };
 use hipkern::nearfield::{
     evaluate_list1, BalancedTree, CacheKey, CachedTable, EntryQuadrature, Kernel, List1Evaluator,
-    List1Layout, List1ReducedTables, List1Tables, NearFieldTable, RandomTreeConfig, ReducedTable,
-    SymmetryMode, TableCache,
+    List1Layout, List1ReducedTables, List1Tables, RandomTreeConfig, ReducedTable, SymmetryMode,
+    TableCache,
 };
 use hipkern::psf::{
     fixtures, write_fits, write_png, CpuSink, DeviceSink, ImageMeta, MoffatPsf, PsfCache, SinkMode,
@@ -183,18 +183,10 @@ fn list1_step(
     levels: u32,
     rows: &mut Vec<Row>,
 ) -> Result<(), Failure> {
-    let kernel = Kernel::laplace(3)?;
-    let quad = EntryQuadrature::default();
     let tree = BalancedTree::random(&RandomTreeConfig::new(3, 2026, levels))?;
     let points = tree.box_points(3)?;
     let density: Vec<f64> = points.chunks_exact(3).map(density_at).collect();
-    let dense = NearFieldTable::from_parts(
-        &kernel,
-        3,
-        1.0,
-        &quad,
-        reduced.reconstruct_full_table_from_symmetry(),
-    )?;
+    let dense = reduced.to_dense()?;
     let targets = tree.all_boxes();
     let boxes = tree.list1_boxes(&targets);
     let pb = spinner("List 1: CPU float64 reference");

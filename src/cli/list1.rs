@@ -104,13 +104,7 @@ fn build_tables(
             Some((NearFieldTable::build(kernel, q, l, &quad)?, None))
         } else {
             let r = ReducedTable::build(kernel, q, l, &quad)?;
-            let t = NearFieldTable::from_parts(
-                kernel,
-                q,
-                l,
-                &quad,
-                r.reconstruct_full_table_from_symmetry(),
-            )?;
+            let t = r.to_dense()?;
             Some((t, Some(r)))
         });
     }

@@ -342,6 +342,19 @@ impl ReducedTable {
             .collect()
     }
 
+    /// The dense table these representatives expand to (same kernel, q,
+    /// extent and quadrature; every entry from
+    /// [`ReducedTable::reconstruct_full_table_from_symmetry`]).
+    pub fn to_dense(&self) -> Result<NearFieldTable> {
+        NearFieldTable::from_parts(
+            &self.kernel,
+            self.q,
+            self.extent(),
+            self.quadrature(),
+            self.reconstruct_full_table_from_symmetry(),
+        )
+    }
+
     /// The kernel.
     pub fn kernel(&self) -> &Kernel {
         &self.kernel
