@@ -1,6 +1,7 @@
-//! The PSF sink (SPEC §7), CPU half: the Moffat model, the immutable phase
-//! cache of pixel-integrated stamps, star events and their files, the HDR
-//! image and its comparison, seeded fixtures, and the float64 CPU sinks.
+//! The PSF sink (SPEC §7): the Moffat model, the immutable phase cache of
+//! pixel-integrated stamps, star events and their files, the HDR image and
+//! its comparison, seeded fixtures, the float64 CPU sinks, and the device
+//! sink (`atomic`, `tile16`, `tile32`, `adaptive`).
 //!
 //! # The math
 //!
@@ -42,6 +43,10 @@
 //!   boundary event sets.
 //! - [`CpuSink`]: the serial reference and the row-parallel sink (bitwise
 //!   equal), in chunks of ≤ [`CHUNK_EVENTS`]; [`render_direct`].
+//! - [`DeviceSink`]: the same sums on the GPU, by float64 atomics or
+//!   owner-computes tiles with bounded scratch ([`ScratchLimits`]) and the
+//!   per-chunk [`AdaptiveThresholds`] selection; [`binning`]: what the tile
+//!   lists are, and the host binning path.
 pub mod binning;
 mod cache;
 mod device;
