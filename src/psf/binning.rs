@@ -124,9 +124,17 @@ pub fn for_each_tile(
 /// `CHUNK_EVENTS`), by counting, a prefix sum and a scatter in event order.
 pub fn bin_chunk(events: &[StarEvent], width: usize, height: usize, tile: usize) -> TileLists {
     let n_tiles = tile_count(width, height, tile);
-    let mut counts = vec![0u32; n_tiles];
+    // Each event's tiles, found once (the row spans are the cost): event k's
+    // are tiles[first[k]..first[k + 1]].
+    let (mut tiles, mut first) = (Vec::new(), Vec::with_capacity(events.len() + 1));
     for e in events {
-        for_each_tile(e, width, height, tile, |t| counts[t as usize] += 1);
+        first.push(tiles.len());
+        for_each_tile(e, width, height, tile, |t| tiles.push(t));
+    }
+    first.push(tiles.len());
+    let mut counts = vec![0u32; n_tiles];
+    for &t in &tiles {
+        counts[t as usize] += 1;
     }
     let mut cursor = Vec::with_capacity(n_tiles);
     let mut total = 0u32;
@@ -135,12 +143,12 @@ pub fn bin_chunk(events: &[StarEvent], width: usize, height: usize, tile: usize)
         total += c;
     }
     let mut references = vec![0u32; total as usize];
-    for (k, e) in events.iter().enumerate() {
-        for_each_tile(e, width, height, tile, |t| {
+    for (k, span) in first.windows(2).enumerate() {
+        for &t in &tiles[span[0]..span[1]] {
             let c = &mut cursor[t as usize];
             references[*c as usize] = k as u32;
             *c += 1;
-        });
+        }
     }
     let mut tasks = Vec::new();
     let (mut slot, mut occupied, mut longest) = (0u32, 0u64, 0u64);
