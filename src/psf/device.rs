@@ -1123,33 +1123,15 @@ impl DeviceSink {
         let cap = sc.capacity();
         let slot_bytes = sc.slot_bytes();
         let host_start = Instant::now();
-        let (references, tasks, partial_slots) = if device_lists {
-            (t[0], t[1], t[2])
-        } else {
-            let lists = bin_chunk(chunk, self.width, self.height, tile);
-            record.references = lists.references.len() as u64;
-            record.tasks = lists.tasks.len() as u64;
-            record.partial_slots = lists.partial_slots;
-            record.longest_list = lists.longest_list;
-            let fits = 4 * record.references <= cap.references
-                && TASK_BYTES * record.tasks <= cap.tasks
-                && slot_bytes * record.partial_slots <= cap.partials;
-            if fits {
-                // Synchronous copies: the stream is idle (synchronized above).
-                if !lists.references.is_empty() {
-                    sc.references
-                        .slice_mut(..lists.references.len())?
-                        .copy_from_host(&lists.references)?;
-                }
-                sc.tile_ends.copy_from_host(&lists.ends)?;
-                if !lists.tasks.is_empty() {
-                    sc.tasks
-                        .slice_mut(..lists.tasks.len())?
-                        .copy_from_host(&lists.tasks)?;
-                }
-            }
-            (record.references, record.tasks, record.partial_slots)
-        };
+        let host_lists = (!device_lists).then(|| bin_chunk(chunk, self.width, self.height, tile));
+        if let Some(l) = &host_lists {
+            record.references = l.references.len() as u64;
+            record.tasks = l.tasks.len() as u64;
+            record.partial_slots = l.partial_slots;
+            record.longest_list = l.longest_list;
+        }
+        let (references, tasks, partial_slots) =
+            (record.references, record.tasks, record.partial_slots);
         let need = [
             ("references", 4 * references, cap.references),
             ("tasks", TASK_BYTES * tasks, cap.tasks),
@@ -1166,6 +1148,20 @@ impl DeviceSink {
                 capacity_bytes,
                 accumulated_events: first,
             });
+        }
+        if let Some(lists) = &host_lists {
+            // Synchronous copies: the stream is idle (synchronized above).
+            if !lists.references.is_empty() {
+                sc.references
+                    .slice_mut(..lists.references.len())?
+                    .copy_from_host(&lists.references)?;
+            }
+            sc.tile_ends.copy_from_host(&lists.ends)?;
+            if !lists.tasks.is_empty() {
+                sc.tasks
+                    .slice_mut(..lists.tasks.len())?
+                    .copy_from_host(&lists.tasks)?;
+            }
         }
         if !device_lists {
             let ms = host_start.elapsed().as_secs_f64() * 1e3;
