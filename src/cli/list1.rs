@@ -227,7 +227,7 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
     let reference = evaluate_list1(&boxes, &list1_tables, &density)?;
     let cpu_seconds = start.elapsed().as_secs_f64();
     let (u, backend_line) = if on_device {
-        super::list1_device::evaluate(
+        let (u, line, _) = super::list1_device::evaluate(
             &kernel,
             q,
             &boxes,
@@ -237,7 +237,8 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
             layout,
             a.batch,
             &density,
-        )?
+        )?;
+        (u, line)
     } else {
         (
             reference.clone(),

@@ -13,7 +13,8 @@ use std::time::Instant;
 /// Timed repetitions after the warm-up.
 const REPEATS: usize = 9;
 
-/// Evaluates on GPU 0; the potential and the report line.
+/// Evaluates on GPU 0; the potential, the report line and the median
+/// kernel time (ms).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn evaluate(
     _kernel: &Kernel,
@@ -25,7 +26,7 @@ pub(super) fn evaluate(
     layout: LayoutFlag,
     batch: usize,
     density: &[f64],
-) -> Result<(Vec<f64>, String), Failure> {
+) -> Result<(Vec<f64>, String, f64), Failure> {
     let device = Device::new(0).map_err(|e| {
         Failure::environment(format!(
             "--backend device needs a usable device, and there is none ({e}); use --backend cpu"
@@ -103,5 +104,5 @@ pub(super) fn evaluate(
         times[REPEATS - 1],
         median * 1e6 / u.len().max(1) as f64
     );
-    Ok((u, line))
+    Ok((u, line, median))
 }
