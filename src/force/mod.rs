@@ -1,33 +1,80 @@
 //! Force / virial assembly from per-edge gradients (SPEC §4).
 //!
-//! Given per-edge gradients `g_e = dE/d(edge_vec_e)` (E×3), edge vectors
-//! `edge_vec_e = r_src(e) − r_dst(e)` (E×3) and endpoints `src`, `dst` in
-//! `[0, N_ext)`:
+//! # The math
+//!
+//! Per edge `e` of `E`: the gradient `g_e = ∂E/∂(edge_vec_e)` (3 values),
+//! the edge vector `edge_vec_e = r_src(e) − r_dst(e)` (3 values) and the
+//! endpoints `src(e)`, `dst(e)` in `[0, N_ext)`. With `F_k = −∂E/∂r_k` and
+//! `∂edge_vec_e/∂r_src(e) = +1`, `∂edge_vec_e/∂r_dst(e) = −1`:
 //!
 //! ```text
-//! F_k = Σ_{dst(e)=k} g_e − Σ_{src(e)=k} g_e
-//! W_k = ½ Σ_{e: k ∈ {src(e), dst(e)}} ( −g_e ⊗ edge_vec_e )   (row-major 3×3 → 9)
+//! F_k = Σ_{e: dst(e)=k} g_e − Σ_{e: src(e)=k} g_e
 //! ```
 //!
-//! With [`VirialSplit::Src`] the whole `−g_e ⊗ edge_vec_e` goes to `src(e)`
-//! instead (the other convention in use). With a [`GhostMapping`], extended
-//! atoms are folded into their owners (`mapping[k]` in `[0, N_local)`) in the
-//! same pass, so outputs have `N_local` rows. Several frames are one larger
-//! `N_ext`; [`frame_virials`] sums per frame.
+//! The per-edge virial is `V_e = −g_e ⊗ edge_vec_e`, stored row-major
+//! (3×3 → 9): `V_e[3a + b] = −g_e[a] · edge_vec_e[b]`, force component first.
+//! The per-atom virial splits it between the endpoints ([`VirialSplit`]):
 //!
-//! The assembly is a segment reduction over a [`CsrPlan`] (edges ordered by
-//! destination and by source, stable counting sort), accumulating in float64
-//! in a fixed order: results are bitwise reproducible. NaN or Inf in `g` or
-//! `edge_vec` propagate into the atoms that edge touches, and only those.
+//! ```text
+//! Half (default, SPEC §4):  W_k = ½ Σ_{e: dst(e)=k} V_e + ½ Σ_{e: src(e)=k} V_e
+//! Src:                      W_k =                         Σ_{e: src(e)=k} V_e
+//! ```
 //!
-//! Paths: the float64 reference ([`assemble_reference_f64`], a direct edge
-//! loop), the plan-based CPU reduction ([`assemble_with_plan`]), the device
-//! assembly ([`assemble_device`], `hip/force_assembly.hip`) and the device
-//! atomic reference ([`assemble_atomic_device_into`]). The plan is built on
-//! the host ([`CsrPlan::build`]) or on the device ([`DevicePlan::build`],
-//! the same plan bit for bit); device output is float64 or, rounded once from
-//! the float64 sums, the input precision ([`assemble_device_rounded_into`]).
-//! The `hipkern force` CLI reads and writes `.npy` files.
+//! An edge with `src(e) = dst(e)` gives its whole `V_e` to that atom under
+//! either split (and no force). Either way `Σ_k W_k = −Σ_e g_e ⊗ edge_vec_e`,
+//! which, where the edge vectors are plain differences of the positions (no
+//! periodic images), is `Σ_k F_k ⊗ r_k` (component `(a, b)` =
+//! `F_k[a]·r_k[b]`; its trace is `Σ_k r_k · F_k`).
+//!
+//! With a [`GhostMapping`] every endpoint `k` is replaced by its owner
+//! `mapping[k]` in `[0, N_local)` before the sums (ghosts folded into their
+//! owners in the same pass), so the outputs have `N_local` rows. Several
+//! frames are one larger `N_ext`; [`frame_virials`] sums `W_k` over the rows
+//! of each frame in row order (`Frames::Size(s)`: row `k` is in frame
+//! `⌊k/s⌋`), and [`voigt`] gives `(xx, yy, zz, xy, xz, yz)` = components
+//! `(0, 4, 8, 1, 2, 5)`.
+//!
+//! # The plan (CSR) and the reduction
+//!
+//! A [`CsrPlan`] orders the edges by destination and by source:
+//! `dst_order[dst_row_ptr[k]..dst_row_ptr[k+1]]` are the edges whose (mapped)
+//! destination is `k`, in increasing edge id, and likewise `src_order` /
+//! `src_row_ptr`; both `row_ptr` arrays have `N + 1` entries, from 0 to `E`.
+//! It is built once per neighbour list by a stable counting sort (histogram
+//! of the keys, exclusive scan, scatter in edge order), on the host
+//! ([`CsrPlan::build`]) or on the device ([`DevicePlan::build`], the same
+//! plan bit for bit). Its indices are int32: `E` and `N_ext` at most
+//! [`MAX_PLAN_LEN`].
+//!
+//! The assembly is then an owner-computes segment reduction, no atomics:
+//! each output row `k` is summed by one worker, the dst segment (`+g_e`,
+//! weight ½ or 0 on `V_e`) and the src segment (`−g_e`, weight ½ or 1), 12
+//! float64 accumulators (3 force + 9 virial), the outer product recomputed
+//! per edge. The order of the additions is fixed by the plan, so every path
+//! is bitwise reproducible run to run. The device splits a long row among
+//! 1–32 lanes (a fixed butterfly adds their sums) and adds the src pass's
+//! sums to the dst pass's, so the CPU reduction and the device agree to
+//! rounding, not bit for bit. NaN or Inf in `g` or `edge_vec` propagate into
+//! the atoms that edge touches, and only those (a zero split weight skips
+//! the virial term rather than multiplying it by 0). `E = 0` and isolated
+//! atoms give exact zeros.
+//!
+//! Every index, length and `row_ptr` is validated before any output is
+//! written; the error names the array and the first bad position.
+//!
+//! # Paths
+//!
+//! The float64 reference ([`assemble_reference_f64`], a direct loop over
+//! edges in edge order: the definition), the plan-based CPU reduction
+//! ([`assemble_with_plan`], the CPU backend), the device assembly
+//! ([`assemble_device`], `hip/force_assembly.hip`; float64 output or,
+//! rounded once from the float64 sums, the input precision:
+//! [`assemble_device_rounded_into`]), per-frame totals on the device
+//! ([`frame_virials_device_into`]), and the device atomic reference
+//! ([`assemble_atomic_device_into`]: materialised E×9 outer product and
+//! atomic scatters in the input precision; the benchmarks' in-library peer,
+//! not reproducible bit for bit). Inputs are f32 or f64, indices int32 or
+//! int64. The `hipkern force` CLI reads and writes `.npy` files.
 mod cpu;
 mod device;
 
