@@ -1,19 +1,149 @@
-//! Near-field interaction tables (SPEC §5): the interaction cases, the
-//! source box's quadrature nodes and the target points of each case.
+//! Near-field interaction tables and the List 1 evaluator (SPEC §5, §6),
+//! with volumential's conventions, in float64 on the CPU and, for List 1,
+//! on the device.
 //!
-//! This is the first part of the near-field work, CPU only and in float64:
-//! the bookkeeping that says what an entry of a table means, the kernels
-//! ([`Kernel`]: Laplace, Yukawa, Constant and their derivative wrappers) and
-//! one entry by the singularity-aware Duffy/radial scheme ([`entry`],
-//! [`entry_at_point`], [`EntryQuadrature`]; the scheme and its measured
-//! accuracy are in the docs of `entry`), the dense table of every entry
-//! ([`NearFieldTable`], with its mode normalisers, built in parallel) and the
-//! box-size scaling rules ([`ScalingRule`], [`NearFieldTable::scaled`]),
-//! the CPU float64 List 1 evaluator ([`evaluate_list1`], the definition the
-//! device evaluator is checked against) and a generator of uniform and
-//! random 2:1-balanced trees with their List 1 lists ([`BalancedTree`]).
-//! The symmetry reduction, the cache and the device List 1 evaluator come
-//! later and build on these conventions.
+//! The pieces: the interaction cases of a 2:1 tree ([`Cases`]), the source
+//! box's nodes ([`q_points`]), the kernels ([`Kernel`]: Laplace, Yukawa,
+//! Constant and their derivative wrappers), one entry by the
+//! singularity-aware Duffy/radial scheme ([`entry`], [`entry_at_point`],
+//! [`EntryQuadrature`]; the scheme and its measured accuracy are in the docs
+//! of `entry` and `docs/nearfield_accuracy.md`), the dense table
+//! ([`NearFieldTable`]) and its box-size scaling ([`ScalingRule`]), the
+//! symmetry reduction (the dense oracle [`DenseOrbits`], the arithmetic
+//! ORBIT descriptors [`OrbitDescriptors`], the generated descriptor fallback
+//! [`FallbackDescriptors`], compact [`ReducedTable`]s built from the
+//! representatives only), the SQLite cache ([`TableCache`], schema 2.1.0,
+//! `docs/nearfield_cache.md`), 2:1-balanced trees with their List 1 lists
+//! ([`BalancedTree`]), the CPU float64 List 1 evaluator ([`evaluate_list1`],
+//! the definition) and the device one ([`List1Evaluator`]).
+//!
+//! # A table entry
+//!
+//! For a template source box `[0, L]^d` with `q` Gauss–Legendre nodes per
+//! axis (tensor product, flat index `m = Σ_k m_k q^{d−1−k}`, axis 0 slowest)
+//! and `φ_s` the tensor Lagrange basis function of node `s`:
+//!
+//! ```text
+//! T[case, s, t] = ∫_{[0,L]^d} φ_s(y) G(x_t − y) dy
+//! entry id       = case·q^{2d} + s·q^d + t
+//! ```
+//!
+//! `x_t` is target point `t` of the case (below), `G` includes the kernel's
+//! normalisation: Laplace 3D `1/(4π|r|)`, 2D `−ln|r|/(2π)`; Yukawa 3D
+//! `e^{−λ|r|}/(4π|r|)`, 2D `K₀(λ|r|)/(2π)`; Constant `1`; the derivative
+//! wrappers `∂G(x − y)/∂x_a` (target), `∂G(x − y)/∂y_a` (source) and
+//! `Σ_k d_k ∂G(x − y)/∂y_k` (directional source, `d` used as given), axes
+//! 0-based. `T` applied to a box's values `f_s` at its nodes integrates the
+//! Lagrange interpolant of the density against `G`. The mode normalisers are
+//! `N_s = ∫_{[0,L]^d} φ_s` (the product of the nodes' Gauss–Legendre
+//! weights, [`mode_normalizers`]).
+//!
+//! # Box-size scaling and displacement
+//!
+//! A table at extent `L` gives the one at `ρL` without new quadrature
+//! (`T_ρL[c, s, t] = ρ^d ∫_{[0,L]^d} φ_s(u) G(ρ(x_t − u)) du`;
+//! [`ScalingRule`], [`NearFieldTable::scaled`]):
+//!
+//! ```text
+//! 3D Laplace:                          T_ρL = ρ²·T
+//! 2D Laplace:                          T_ρL = ρ²·T − ρ²·ln ρ·N_s/(2π)     (N_s at extent L)
+//! Laplace axis/directional derivative: T_ρL = ρ·T                         (2D and 3D)
+//! Constant:                            T_ρL = ρ^d·T    (its derivatives, identically 0: ρ^{d−1})
+//! Yukawa:                              no rule: one table per source level
+//! ```
+//!
+//! List 1 applies this per source box as a factor and a displacement
+//! ([`level_scalings`], [`LevelScaling`]): `ρ = h_S/L` with
+//! `h_S = root_extent/2^level_S`; `scale = ρ^p`, `displacement = 0`, except
+//! 2D Laplace: `scale = ρ²`, `displacement = −ρ²·ln ρ/(2π)`, added as
+//! `displacement · Σ_s f_s N_s` per pair. Per-level tables (Yukawa):
+//! `scale = 1`, `displacement = 0`.
+//!
+//! # List 1
+//!
+//! ```text
+//! u[B, t] = Σ_{S ∈ L1(B)} Σ_s f[S, s] · ( scale(S) · T[case(B, S), s, t] + displacement(S) · N_s )
+//! ```
+//!
+//! `B` a target box, `t` one of its `q^d` nodes (the target points of a case
+//! are the target box's nodes), `S` the source boxes of `B`'s List 1 in list
+//! order, `f[S, s]` the source values at `S`'s nodes, `case(B, S)` from the
+//! centres and sides ([`Cases::case_of_pair`], checked). `T[c, s, t]` is the
+//! entry as the table layout holds it: the dense value, or
+//! `sign · rows[row]` from the compact rows (ORBIT, fallback: below). Per
+//! pair the sum over `s` runs in mode order into `acc`, then
+//! `u += scale·acc + displacement·Σ_s f_s N_s` (the displacement term only
+//! where it is nonzero); the CPU and the device do exactly this, in this
+//! order, without fused multiply-adds, so their outputs are equal bit for
+//! bit over the same entry values, and the device's for every target batch
+//! size (`1..=`[`MAX_TARGET_BATCH_SIZE`], default 1; the batch changes
+//! which thread computes a value, not the value).
+//!
+//! # Symmetry compression
+//!
+//! A signed permutation `g` of the axes (`(g v)_k = σ_k v_{π(k)}`), acting
+//! about the source box's centre, maps case `c` to `g c` and nodes to nodes
+//! (`m_k → m_{π(k)}`, or `q − 1 − m_{π(k)}` where `σ_k = −1`). For the
+//! transforms a kernel allows ([`kernel_group`]: all 8 (2D) or 48 (3D) for
+//! the radial kernels; `π(a) = a` for a derivative on axis `a`, sign `σ_a`;
+//! `g d = ±d` for a directional derivative, sign ±1):
+//!
+//! ```text
+//! T[g c, g s, g t] = sign(g) · T[c, s, t]
+//! ```
+//!
+//! The entries fall into orbits; the *representative* of an orbit is its
+//! smallest full entry id, and every entry is `±1 ×` its representative's
+//! value. An orbit that holds an entry equal to minus itself is zero by
+//! symmetry and stored as exactly 0. [`DenseOrbits`] is the dense signed
+//! union-find oracle (`canonical_entry_ids`, `canonical_scales`:
+//! `T[e] = canonical_scales[e] · T[canonical_entry_ids[e]]`): the reference
+//! the other addressings are checked against (the fallback's when it is
+//! prepared, ORBIT's in the tests); it is never uploaded. A
+//! [`ReducedTable`] stores only `reduced_entry_ids` (the representatives,
+//! ascending) and `reduced_data`, computed from one quadrature pass per
+//! orbit of (case, target point) pairs; [`ReducedTable::get_entry_data`] and
+//! [`ReducedTable::reconstruct_full_table_from_symmetry`] are the dense
+//! adapters (`T[e] = sign · reduced_data[row of representative(e)]`).
+//! 3D Laplace q = 3: 101,331 full entries, 2,510 representatives.
+//!
+//! Two addressings find `(row, sign)` of a full entry on the device:
+//!
+//! - ORBIT ([`OrbitDescriptors::slot`]; radial kernels and axis
+//!   derivatives): the case's own transform `g_c` (`case_axis_perm`,
+//!   `case_axis_sign`) takes `c` to its case orbit's canonical vector `c*`
+//!   and moves `s` and `t` with it; per axis the code `p_k = s_k·q + t_k`,
+//!   replaced by `q² − 1 − p_k` where that is smaller on an axis the
+//!   stabiliser may flip
+//!   (`c*_k = 0`; on a derivative axis this flips the sign, and
+//!   `p_k = (q² − 1)/2` there means zero by symmetry); codes of equal-label
+//!   axes (`case_axis_group`) sorted by a fixed compare-exchange network;
+//!   then `row = case_value_offsets[case_orbit_ranks[c]] + rank`, the
+//!   multiset ranks `Σ_i C(x_i + i − 1, i)` of the groups combined in mixed
+//!   radix, and `sign = Π_k σ_k^{axis_sign_power_k}` times the flips. Row
+//!   `r` holds `sign(e) · T[e]` of the smallest-id entry `e` that maps to
+//!   it, so that `T[c, s, t] = sign · rows[row]`. A few bytes per case
+//!   (3D q = 3: 1,576 bytes of descriptors against 1,215,972 of dense
+//!   maps); no full-entry map, no hash.
+//! - Descriptor fallback ([`FallbackDescriptors::slot`]; every kernel,
+//!   needed for directional derivatives): the representative is the
+//!   smallest of the images `(case_map[g, c]·q^d + qmap[g, s])·q^d +
+//!   qmap[g, t]` over every transform `g`, the sign that of the transform
+//!   reaching it (ties: a positive sign first, then the earlier transform),
+//!   corrected by the sparse `sign_lookup` (only in zero orbits, where the
+//!   oracle's sign is a convention); the row comes from the open-addressed
+//!   `representative_lookup` within `probe_count` probes (the longest
+//!   displacement in it plus one): `T[c, s, t] = sign · rows[row]`. Prepared once and checked against the
+//!   oracle for every full entry. When the rows fit 15 bits,
+//!   [`FallbackDescriptors::resolution`] derives a plan-time table of the
+//!   canonical cases' `(row, sign)` and each case's transform, checked
+//!   against `slot` for every full entry, so that the device resolves an
+//!   entry with two reads instead of the scan and the hash (else `None`:
+//!   the descriptor path).
+//!
+//! The device layouts ([`List1Layout`]): `Dense` (every entry), `Orbit`
+//! (compact rows + ORBIT descriptors) and `Fallback` (compact rows +
+//! fallback descriptors, and the resolution table when there is one).
 //!
 //! # What a case is
 //!
