@@ -3,31 +3,106 @@
 //! its comparison, seeded fixtures, the float64 CPU sinks, and the device
 //! sink (`atomic`, `tile16`, `tile32`, `adaptive`).
 //!
-//! # The math
+//! # The PSF
 //!
-//! The PSF is a Moffat profile of unit flux ([`MoffatPsf`]):
+//! A Moffat profile of unit flux ([`MoffatPsf`]):
 //!
 //! ```text
 //! α = FWHM / (2 √(2^{1/β} − 1)),   I(r) = (β − 1)/(π α²) · (1 + r²/α²)^(−β),
 //! flux outside r = (1 + r²/α²)^(1−β),   support R = α √(tail^{1/(1−β)} − 1).
 //! ```
 //!
+//! (FWHM 2.7, β 4.5, tail 1e−8: R = 45.84777786185942 px.)
+//!
+//! # Coordinates, stamps and phases
+//!
 //! Coordinates are continuous pixel units: pixel `(ix, iy)` covers
 //! `[ix, ix+1) × [iy, iy+1)`, its centre is `(ix + ½, iy + ½)`. An event at
-//! `(x, y)` ([`StarEvent`]) has anchor `(⌊x⌋, ⌊y⌋)` and phase
-//! `φ = (x − ⌊x⌋, y − ⌊y⌋)`. The cache ([`PsfCache`]) holds, for the
-//! `(P+1)²` phases `(i/P, j/P)` (P = 64), the PSF centred at that phase
-//! integrated over every pixel `[dx, dx+1) × [dy, dy+1)`, `|dx|, |dy| ≤ 47`.
-//! The event's value at pixel `(⌊x⌋+dx, ⌊y⌋+dy)` is the bilinear blend in φ of
-//! the four stamps bracketing φ (not renormalised) times `flux·(r, g, b)`,
-//! for the pixels whose centre lies within the event's `support`
-//! ([`support`] states the per-row integer ranges exactly), clipped at the
-//! image's edge. The blend differs from exact pixel integrals by about
-//! 5e−5 relative at P = 64, falling ∝ 1/P²: the model's accuracy.
+//! `(x, y)` ([`StarEvent`]: x, y, flux, r, g, b, support) has anchor
+//! `(ax, ay) = (⌊x⌋, ⌊y⌋)` and phase `φ = (fx, fy) = (x − ⌊x⌋, y − ⌊y⌋)`.
+//! The cache ([`PsfCache`]) holds `(P+1)²` stamps (P = 64 by default): stamp
+//! `(i, j)` is the PSF centred at phase `(i/P, j/P)` integrated over every
+//! pixel `[dx, dx+1) × [dy, dy+1)`, `|dx|, |dy| ≤ 47` ([`CACHE_RADIUS`]),
+//! stored at `stamps[((j·(P+1) + i)·95 + dy + 47)·95 + dx + 47]`.
 //!
-//! An event whose support needs pixels beyond offset 47 cannot go through
-//! the cache: the cached sink refuses it naming it, and [`render_direct`]
-//! (the direct path) renders it exactly.
+//! # The splat
+//!
+//! An event's blend takes the four stamps bracketing its phase
+//! ([`PsfCache::blend_weights`]):
+//!
+//! ```text
+//! i0 = min(⌊fx·P⌋, P − 1),  tx = fx·P − i0        (j0, ty likewise from fy)
+//! w00 = (1−tx)(1−ty),  w10 = tx(1−ty),  w01 = (1−tx)ty,  w11 = tx·ty
+//! S00 = stamp(i0, j0), S10 = stamp(i0+1, j0), S01 = stamp(i0, j0+1), S11 = stamp(i0+1, j0+1)
+//! ```
+//!
+//! and every pixel `(ax + dx, ay + dy)` of its support that lies in the
+//! image gets
+//!
+//! ```text
+//! v = ((w00·S00[dx,dy] + w10·S10[dx,dy]) + w01·S01[dx,dy]) + w11·S11[dx,dy]
+//! (R, G, B) += v · (flux·r, flux·g, flux·b)
+//! ```
+//!
+//! (not renormalised). The support is the pixels whose centre lies within
+//! the event's own `support` of `(x, y)`: per row `dy`, with
+//! `h = (dy + ½) − fy` and `w = √(support² − h²)`, the columns
+//! `dx ∈ [⌈fx − ½ − w⌉, ⌊fx − ½ + w⌋]` ([`support`] states the exact float64
+//! operations, which the device repeats bit for bit). The support is
+//! clipped at the image's edge; an event whose centre is off the image
+//! contributes its wing; one with no support pixel in the image is counted
+//! ([`SinkStats::outside`]) and skipped. The blend differs from exact pixel
+//! integrals by about 5e−5 relative at P = 64, falling ∝ 1/P²: the model's
+//! accuracy, not a tolerance between implementations.
+//!
+//! Events go in chunks of at most [`CHUNK_EVENTS`] (16,384). A sink
+//! validates events (their fields, and [`PsfCache::fits`]) before it
+//! accumulates any: the first bad one is the error, naming it, and nothing
+//! of its chunk ([`CpuSink`]) or of the call ([`DeviceSink`]) is applied. An
+//! event whose support needs offsets beyond ±47 cannot go through the cache:
+//! `accumulate` refuses it, `accumulate_routed` sends it by the direct path
+//! ([`render_direct`], exact: [`MoffatPsf::pixel_integral`] at each support
+//! pixel, on the host; for the device sink mid-stream: the image is
+//! downloaded, the events added, the image uploaded).
+//!
+//! # Modes of the device sink
+//!
+//! - `atomic`: one float64 atomic add per contribution and channel; the
+//!   order of a pixel's sums varies from run to run.
+//! - `tile16`, `tile32`: owner-computes. The image is cut into tiles of 16
+//!   or 32 px; each tile gets the list of the chunk's events with a support
+//!   pixel in it, in event order ([`binning`]); one thread owns each pixel
+//!   and adds its tile's events in list order. A list of at most
+//!   [`binning::SEGMENT`] (256) references is one task that writes the
+//!   pixels directly (the CPU reference's own order of additions); a longer
+//!   one is cut into segments of 256 whose partial sums a second kernel adds
+//!   into the pixel in segment order. No atomics touch the image: bitwise
+//!   the same on every run with the same chunking. Lists are built on the
+//!   device by default, or on the host ([`Binning::Host`], the comparison
+//!   path; the same lists).
+//! - `adaptive`: per chunk, tiles when the chunk has at least
+//!   `min_events` events and at least `min_events_per_centre_tile` events
+//!   per occupied 32×32 centre tile on average (over the events whose centre
+//!   is on the image; a chunk with none goes to `atomic`), else `atomic`
+//!   ([`AdaptiveThresholds`]). SPEC §7's
+//!   values ([`AdaptiveThresholds::SPEC`]: tile16, 8,192 events, 32 per
+//!   tile) were measured with host-built lists; the defaults (tile32,
+//!   8,192 events, 0 per tile) come from device binning, where tiles won at
+//!   every density measured (benches/RESULTS.md).
+//!
+//! # Bounded scratch
+//!
+//! Every buffer is allocated once, when the sink is built ([`ScratchLimits`],
+//! SPEC §7's defaults): references 32 MiB (4 B per event–tile pair), tasks
+//! 2 MiB (24 B per segment), starts 128 KiB (4 B per tile, checked at build:
+//! the 32,400 tiles of 3840×2160 in tile16 fit), partials 128 MiB (one slot
+//! of `tile²·3` float64 per segment of a long list), the prepared events of
+//! one chunk (280 B per event), plus the double-buffered event staging. A
+//! chunk that needs more of a buffer than it has is refused before its
+//! accumulation with [`crate::Error::ScratchExceeded`] (the buffer, bytes
+//! needed, bytes available): the image is exactly as before that chunk,
+//! the chunks before it stay, and the sink stays usable. No implicit switch
+//! to another mode.
 //!
 //! # Pieces
 //!
