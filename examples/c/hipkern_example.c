@@ -593,9 +593,11 @@ static void list1_demo(void *stream) {
   }
 
   /* The table: made-up values in [-1, 1), values[(case * NQ + s) * NQ + t].
-   * Real tables come from the Rust table builder (e.g. `hipkern nearfield
-   * ... --out table.npz`); what a C caller must get right are the case
-   * ids, numbered as above. The mode normalisers (the integral of each
+   * Real tables come from the Rust table builder: `hipkern nearfield build
+   * --dim 3 --q 2 --kernel laplace --extent L --out table.npz` writes this
+   * array as `data` (with `mode_normalizers`, and `case_indices`, the
+   * code-to-id lookup built above); what a C caller must get right are the
+   * case ids of its pairs. The mode normalisers (the integral of each
    * source mode: (L/2)^3 for q = 2) are read only where a level has a
    * displacement (none here), but the pointer is required. */
   size_t n_rows = (size_t)L1_CASES * L1_NQ * L1_NQ;
