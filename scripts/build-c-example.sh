@@ -15,8 +15,8 @@
 # and linked into <target dir>/c-example/hipkern_example; the last line per
 # platform says where. --run also runs each one built (without a GPU it
 # reports the runtime's no-device error and exits 0; on a GPU it checks
-# force assembly and the PSF sink against float64 loops, exit 1 on a
-# mismatch).
+# force assembly, the PSF sink and List 1 against float64 loops, exit 1 on
+# a mismatch).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

@@ -18,6 +18,14 @@
  *      events, against a float64 loop following hipkern.h's rule; then an
  *      event too large for the cache, which must be refused with nothing
  *      added.
+ *   3. List 1 of the near-field evaluator (SPEC section 6,
+ *      hipkern_list1_evaluate) in the DENSE layout, 3D, q = 2: a uniform
+ *      grid of 4 x 4 x 4 boxes at level 2, each box's List 1 itself and its
+ *      neighbours, every pair's interaction case found here from the box
+ *      centres, one table of made-up values; at target batch sizes 1 and
+ *      32, each bitwise equal to a float64 loop in hipkern.h's order (and
+ *      to each other); then batch sizes 0 and HIPKERN_LIST1_MAX_BATCH + 1,
+ *      which must be refused with the output unchanged.
  *
  * Outputs are poisoned (every byte 0xFF: float64 NaN) before each call.
  * Kernels and memsets run on one stream the program creates; host copies
@@ -423,6 +431,266 @@ static void psf_demo(void *stream) {
   free(stamps), free(want), free(got), free(after);
 }
 
+/* ---- 3. List 1 near-field evaluator, DENSE layout ------------------------- */
+/* 3D, q = 2 nodes per axis (NQ = q^3 = 8 modes and target points per box);
+ * a uniform grid of GRID^3 boxes at level LEVEL of a unit root box. */
+enum { L1_DIM = 3, L1_Q = 2, L1_NQ = 8, LEVEL = 2, GRID = 4, L1_BOXES = GRID * GRID * GRID };
+/* Case codes: vectors c in {-6..6}^dim, code = Horner of c_k + 6 in base 13
+ * (first component most significant); 3D has 139 cases. */
+enum { CASE_BASE = 13, CASE_SHIFT = 6, CASE_CODES = CASE_BASE * CASE_BASE * CASE_BASE,
+       L1_CASES = 139 };
+/* A made-up extent of the table (the box side it was built for). */
+static const double L1_TABLE_EXTENT = 0.3;
+
+/* Whether a vector is an interaction case (src/nearfield/cases.rs): c = 0
+ * (the box itself); max|c_k| = 4, components in {0, +-4} (a neighbour of the
+ * same size); max 3, components in {+-1, +-3} (the target half the
+ * source's size); max 6, components in {+-2, +-6} (twice the size). */
+static int is_case(const int *c, int dim) {
+  int max = 0;
+  for (int k = 0; k < dim; k++) max = abs(c[k]) > max ? abs(c[k]) : max;
+  int a, b; /* the allowed |c_k| */
+  switch (max) {
+    case 0: return 1;
+    case 4: a = 0, b = 4; break;
+    case 3: a = 1, b = 3; break;
+    case 6: a = 2, b = 6; break;
+    default: return 0;
+  }
+  for (int k = 0; k < dim; k++)
+    if (abs(c[k]) != a && abs(c[k]) != b) return 0;
+  return 1;
+}
+
+/* The case ids of dimension 3, as hipkern numbers them: the vectors of
+ * {-6..6}^3 in increasing code order, the cases among them numbered 0, 1,
+ * ... id_of_code[code] = the id, -1 where the code is no case. Returns the
+ * number of cases. */
+static int case_ids(int *id_of_code) {
+  int n = 0;
+  for (int code = 0; code < CASE_CODES; code++) {
+    int c[L1_DIM], r = code;
+    for (int k = L1_DIM - 1; k >= 0; k--) { /* last component least significant */
+      c[k] = r % CASE_BASE - CASE_SHIFT;
+      r /= CASE_BASE;
+    }
+    id_of_code[code] = is_case(c, L1_DIM) ? n++ : -1;
+  }
+  return n;
+}
+
+/* The case of a (target, source) pair: c = 4 (centre_t - centre_s) / h_s,
+ * rounded (exact here: dyadic centres), looked up by its code; -1 if it is
+ * no case. (The pairs here are of one level; a 2:1 tree's pairs of two
+ * levels get their cases by the same rule.) */
+static int case_of_pair(const int *id_of_code, const double *centre_t, const double *centre_s,
+                        double h_s) {
+  int code = 0;
+  for (int k = 0; k < L1_DIM; k++) {
+    double raw = 4.0 * (centre_t[k] - centre_s[k]) / h_s;
+    long c = lround(raw);
+    if (fabs(raw - (double)c) > 1e-6 || c < -CASE_SHIFT || c > CASE_SHIFT) return -1;
+    code = code * CASE_BASE + (int)c + CASE_SHIFT;
+  }
+  return id_of_code[code];
+}
+
+/* One correctly rounded float64 product and sum: the volatile store keeps
+ * the compiler from fusing them into an FMA, whatever -ffp-contract it is
+ * given (the reference must match the device bit for bit). */
+static double mul_rn(double a, double b) {
+  volatile double p = a * b;
+  return p;
+}
+static double add_rn(double a, double b) {
+  volatile double s = a + b;
+  return s;
+}
+
+/* hipkern.h's rule, in its order: per target box i and target point t,
+ * u = 0; for each pair j of box i in list order: acc = 0; for each source
+ * mode s in order: acc = acc + f[box_j][s] * T(case_j, s, t); then
+ * u = u + (scale * acc + disp) with disp = 0.0 (every level's displacement
+ * is 0 here: only 2D Laplace has one), added as the device and the CPU
+ * evaluator (src/nearfield/list1.rs) add it. DENSE: T(c, s, t) =
+ * values[(c * NQ + s) * NQ + t] (one table). */
+static void list1_reference(int n_targets, const uint32_t *starts, const uint32_t *sources,
+                            const uint8_t *cases, const uint8_t *box_levels,
+                            const double *level_scale, const double *values, const double *f,
+                            double *out) {
+  for (int i = 0; i < n_targets; i++)
+    for (int t = 0; t < L1_NQ; t++) {
+      double u = 0.0;
+      for (uint32_t j = starts[i]; j < starts[i + 1]; j++) {
+        const double *fs = f + (size_t)sources[j] * L1_NQ;
+        const double *T = values + (size_t)cases[j] * L1_NQ * L1_NQ + (size_t)t;
+        double acc = 0.0;
+        for (int s = 0; s < L1_NQ; s++) acc = add_rn(acc, mul_rn(fs[s], T[(size_t)s * L1_NQ]));
+        const double disp = 0.0;
+        u = add_rn(u, add_rn(mul_rn(level_scale[box_levels[sources[j]]], acc), disp));
+      }
+      out[(size_t)i * L1_NQ + t] = u;
+    }
+}
+
+static void list1_demo(void *stream) {
+  /* The case numbering, built here: no table builder needed in C. */
+  int *id_of_code = xmalloc(sizeof(int) * CASE_CODES);
+  int n_cases = case_ids(id_of_code);
+  if (n_cases != L1_CASES) {
+    fprintf(stderr, "hipkern_example: %d cases in 3D, expected %d\n", n_cases, L1_CASES);
+    exit(2);
+  }
+
+  /* Box b = (ix * GRID + iy) * GRID + iz, side h = 1 / 2^LEVEL, centre
+   * ((ix, iy, iz) + 1/2) h; every box is a target box (output row b). Its
+   * List 1: the boxes within one step on every axis (itself included), in
+   * increasing box id; the case of each pair from the centres. */
+  const double h = 1.0 / (double)(1 << LEVEL);
+  double centre[L1_BOXES][L1_DIM];
+  for (int b = 0; b < L1_BOXES; b++) {
+    centre[b][0] = (b / (GRID * GRID) + 0.5) * h;
+    centre[b][1] = (b / GRID % GRID + 0.5) * h;
+    centre[b][2] = (b % GRID + 0.5) * h;
+  }
+  uint32_t starts[L1_BOXES + 1];
+  uint32_t *sources = xmalloc(sizeof(uint32_t) * L1_BOXES * 27);
+  uint8_t *cases = xmalloc(L1_BOXES * 27);
+  int n_pairs = 0;
+  for (int b = 0; b < L1_BOXES; b++) {
+    starts[b] = (uint32_t)n_pairs;
+    int ix = b / (GRID * GRID), iy = b / GRID % GRID, iz = b % GRID;
+    for (int x = ix - 1; x <= ix + 1; x++)
+      for (int y = iy - 1; y <= iy + 1; y++)
+        for (int z = iz - 1; z <= iz + 1; z++) {
+          if (x < 0 || x >= GRID || y < 0 || y >= GRID || z < 0 || z >= GRID) continue;
+          int sb = (x * GRID + y) * GRID + z;
+          int c = case_of_pair(id_of_code, centre[b], centre[sb], h);
+          if (c < 0) {
+            fprintf(stderr, "hipkern_example: boxes %d and %d are no List 1 pair\n", b, sb);
+            exit(2);
+          }
+          sources[n_pairs] = (uint32_t)sb;
+          cases[n_pairs] = (uint8_t)c;
+          n_pairs++;
+        }
+  }
+  starts[L1_BOXES] = (uint32_t)n_pairs;
+  uint8_t box_levels[L1_BOXES];
+  memset(box_levels, LEVEL, sizeof box_levels);
+
+  /* Per level 0..LEVEL: the caller's scaling of the one table, here 3D
+   * Laplace's rule (h_l / L)^2 for a table of extent L; no displacement;
+   * table 0. */
+  enum { N_LEVELS = LEVEL + 1 };
+  double level_scale[N_LEVELS], level_displacement[N_LEVELS];
+  uint32_t level_table[N_LEVELS];
+  for (int l = 0; l < N_LEVELS; l++) {
+    double rho = 1.0 / (double)(1 << l) / L1_TABLE_EXTENT;
+    level_scale[l] = rho * rho;
+    level_displacement[l] = 0.0;
+    level_table[l] = 0;
+  }
+
+  /* The table: made-up values in [-1, 1), values[(case * NQ + s) * NQ + t].
+   * Real tables come from the Rust table builder: `hipkern nearfield build
+   * --dim 3 --q 2 --kernel laplace --extent L --out table.npz` writes this
+   * array as `data` (with `mode_normalizers`, and `case_indices`, the
+   * code-to-id lookup built above); what a C caller must get right are the
+   * case ids of its pairs. The mode normalisers (the integral of each
+   * source mode: (L/2)^3 for q = 2) are read only where a level has a
+   * displacement (none here), but the pointer is required. */
+  size_t n_rows = (size_t)L1_CASES * L1_NQ * L1_NQ;
+  double *values = xmalloc(sizeof(double) * n_rows);
+  for (size_t k = 0; k < n_rows; k++) values[k] = 2.0 * uniform01() - 1.0;
+  double normalizers[L1_NQ];
+  for (int s = 0; s < L1_NQ; s++) normalizers[s] = pow(L1_TABLE_EXTENT / 2.0, 3.0);
+  double f[L1_BOXES * L1_NQ];
+  for (int k = 0; k < L1_BOXES * L1_NQ; k++) f[k] = 2.0 * uniform01() - 1.0;
+  double *want = xmalloc(sizeof(double) * L1_BOXES * L1_NQ);
+  list1_reference(L1_BOXES, starts, sources, cases, box_levels, level_scale, values, f, want);
+  printf("list1: 3D q=%d DENSE, %d boxes at level %d, %d pairs, %d cases, made-up table\n",
+         L1_Q, L1_BOXES, LEVEL, n_pairs, n_cases);
+
+  hipkern_list1_table table;
+  memset(&table, 0, sizeof table); /* the ORBIT / FALLBACK fields: unused */
+  table.layout = HIPKERN_LIST1_DENSE;
+  table.dim = L1_DIM;
+  table.q = L1_Q;
+  table.n_cases = L1_CASES;
+  table.n_tables = 1;
+  table.n_rows = (int64_t)n_rows;
+  void *d_values = dev_upload(values, sizeof(double) * n_rows);
+  void *d_norms = dev_upload(normalizers, sizeof normalizers);
+  table.values = d_values;
+  table.mode_normalizers = d_norms;
+  hipkern_list1_pairs pairs;
+  memset(&pairs, 0, sizeof pairs);
+  void *d_starts = dev_upload(starts, sizeof starts);
+  void *d_sources = dev_upload(sources, sizeof(uint32_t) * n_pairs);
+  void *d_cases = dev_upload(cases, (size_t)n_pairs);
+  void *d_levels = dev_upload(box_levels, sizeof box_levels);
+  void *d_scale = dev_upload(level_scale, sizeof level_scale);
+  void *d_disp = dev_upload(level_displacement, sizeof level_displacement);
+  void *d_ltab = dev_upload(level_table, sizeof level_table);
+  pairs.n_targets = L1_BOXES;
+  pairs.n_boxes = L1_BOXES;
+  pairs.n_pairs = n_pairs;
+  pairs.n_levels = N_LEVELS;
+  pairs.source_starts = d_starts;
+  pairs.source_boxes = d_sources;
+  pairs.pair_cases = d_cases;
+  pairs.box_levels = d_levels;
+  pairs.level_scale = d_scale;
+  pairs.level_displacement = d_disp;
+  pairs.level_table = d_ltab;
+  double *d_f = dev_upload(f, sizeof f);
+  size_t out_bytes = sizeof(double) * L1_BOXES * L1_NQ;
+  double *d_out = dev_alloc(out_bytes);
+
+  /* Batch 1 and 32 (lanes 8..31 have no target): each bitwise the loop. */
+  static const int32_t batches[2] = {1, 32};
+  double *got[2];
+  char detail[160];
+  for (int k = 0; k < 2; k++) {
+    got[k] = xmalloc(out_bytes);
+    CHECK(hipkern_memset_async(d_out, 0xFF, out_bytes, stream));
+    CHECK(hipkern_list1_evaluate(&table, &pairs, d_f, d_out, batches[k], stream));
+    CHECK(hipkern_stream_synchronize(stream));
+    download(got[k], d_out, out_bytes);
+    double e = rel_err(got[k], want, (size_t)L1_BOXES * L1_NQ);
+    int same = memcmp(got[k], want, out_bytes) == 0;
+    snprintf(detail, sizeof detail, "rel err %.2e, bitwise equal: %s", e, same ? "yes" : "no");
+    char what[64];
+    snprintf(what, sizeof what, "list1 dense, batch %d vs loop:", (int)batches[k]);
+    verdict(what, same, detail);
+  }
+  verdict("list1 dense, batch 1 vs batch 32:", memcmp(got[0], got[1], out_bytes) == 0,
+          "bitwise");
+
+  /* Batch sizes out of 1..HIPKERN_LIST1_MAX_BATCH: refused before any
+   * launch, the output (batch 32's) unchanged. */
+  static const int32_t bad_batches[2] = {0, HIPKERN_LIST1_MAX_BATCH + 1};
+  double *after = xmalloc(out_bytes);
+  for (int k = 0; k < 2; k++) {
+    int32_t st = hipkern_list1_evaluate(&table, &pairs, d_f, d_out, bad_batches[k], stream);
+    CHECK(hipkern_stream_synchronize(stream));
+    download(after, d_out, out_bytes);
+    int unchanged = memcmp(after, got[1], out_bytes) == 0;
+    snprintf(detail, sizeof detail, "status %s, output unchanged: %s", hipkern_error_name(st),
+             unchanged ? "yes" : "no");
+    char what[64];
+    snprintf(what, sizeof what, "list1 batch %d refused:", (int)bad_batches[k]);
+    verdict(what, st == HIPKERN_ERROR_INVALID_ARGUMENT && unchanged, detail);
+  }
+
+  void *bufs[] = {d_values, d_norms,  d_starts, d_sources, d_cases, d_levels,
+                  d_scale,  d_disp,   d_ltab,   d_f,       d_out};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CHECK(hipkern_free(bufs[i]));
+  free(id_of_code), free(sources), free(cases), free(values), free(want);
+  free(got[0]), free(got[1]), free(after);
+}
+
 int main(int argc, char **argv) {
   int require_device = 0;
   for (int i = 1; i < argc; i++) {
@@ -454,6 +722,7 @@ int main(int argc, char **argv) {
   CHECK(hipkern_stream_create(&stream));
   force_demo(stream);
   psf_demo(stream);
+  list1_demo(stream);
   CHECK(hipkern_stream_destroy(stream));
   if (g_failed_checks) {
     printf("hipkern_example: %d MISMATCH(ES)\n", g_failed_checks);
