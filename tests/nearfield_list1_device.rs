@@ -255,10 +255,14 @@ fn check_layouts(
         if layout == List1Layout::Fallback {
             if payload.fallback_resolution().is_none() {
                 // resolution() declines when a row needs more than 15 bits:
-                // a directional derivative's orbits are small, so its
-                // compact rows are many (3D q=4: beyond 32,767). Only the
+                // a derivative kernel's orbits are small, so its compact
+                // rows are many (3D q=4: beyond 32,767). Only the
                 // descriptor path exists then.
-                assert!(directional, "{what}: no resolution table");
+                assert!(
+                    payload.n_rows() > 0x7FFF,
+                    "{what}: no resolution table with {} rows",
+                    payload.n_rows()
+                );
                 if resolved {
                     eprintln!("{what}: no resolution table (rows beyond 15 bits)");
                     continue;
