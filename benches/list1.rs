@@ -28,7 +28,7 @@
 //! JSON under $HIPKERN_BENCH_OUT (list1.json).
 use hipkern::nearfield::{
     BalancedTree, EntryQuadrature, Kernel, List1Evaluator, List1Layout, List1Payload,
-    List1ReducedTables, RandomTreeConfig, ReducedTable,
+    List1ReducedTables, List1Schedule, RandomTreeConfig, ReducedTable, DEFAULT_PAIR_SCRATCH_BYTES,
 };
 use hipkern::rng::SplitMix64;
 use hipkern::{Device, Stream};
@@ -171,12 +171,12 @@ fn main() {
     let mut json = Vec::new();
     println!();
     println!(
-        "{:<15} {:>6} {:>8} {:<12} {:>5} {:>10} {:>19} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>7}",
+        "{:<15} {:>6} {:>8} {:<12} {:>6} {:>10} {:>19} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>7}",
         "config",
         "boxes",
         "pairs",
         "layout",
-        "batch",
+        "sched",
         "median",
         "spread",
         "ns/point",
@@ -218,7 +218,31 @@ fn main() {
             .collect();
         let fd = device.htod_copy(&f).unwrap();
         let mut reference: Option<Vec<f64>> = None;
-        let mut dense_ms = [0.0f64; 2];
+        // Per schedule: the per-target one at batch 1 and 32, the grouped
+        // one with the default scratch bound and with 32 MiB (chunks whose
+        // pair products stay in L2).
+        let schedules = [
+            (
+                "b1",
+                List1Schedule::PerTarget,
+                1usize,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+            ),
+            (
+                "b32",
+                List1Schedule::PerTarget,
+                32,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+            ),
+            (
+                "grp",
+                List1Schedule::CaseGrouped,
+                1,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+            ),
+            ("grp32M", List1Schedule::CaseGrouped, 1, 32 << 20),
+        ];
+        let mut dense_ms = [0.0f64; 4];
         let variants = [
             (List1Layout::Dense, false, "dense"),
             (List1Layout::Orbit, false, "orbit"),
@@ -234,7 +258,7 @@ fn main() {
             let mut ev = List1Evaluator::new(&device, &payload).unwrap();
             let prep_s = t0.elapsed().as_secs_f64();
             assert_eq!(ev.fallback_resolved(), resolved, "{} {name}", cfg.name);
-            let plan = ev.plan(&boxes).unwrap();
+            let mut plan = ev.plan(&boxes).unwrap();
             let up = ev.upload_bytes();
             let n_out = plan.n_targets() * nq;
             let mut out = device.alloc::<f64>(n_out).unwrap();
@@ -245,11 +269,16 @@ fn main() {
             let operand_bytes = 8.0 * (2.0 * pairs * (nq * nq) as f64 + points);
             let compulsory =
                 (up.total() + plan.upload_bytes() + 8 * cfg.tree.n_boxes() * nq + 8 * n_out) as f64;
-            for (bi, batch) in [1usize, 32].into_iter().enumerate() {
+            for (bi, (sched, schedule, batch, scratch)) in schedules.into_iter().enumerate() {
                 ev.set_target_batch_size(batch).unwrap();
+                ev.set_schedule(schedule).unwrap();
+                if scratch != ev.pair_scratch_bytes() {
+                    ev.set_pair_scratch_bytes(scratch).unwrap();
+                    plan = ev.plan(&boxes).unwrap();
+                }
                 stream.fill(&mut out.as_slice_mut(), f64::NAN).unwrap();
                 let (ms, lo, hi, reps) = time_ms(&stream, || {
-                    ev.evaluate_into(&stream, &plan, &fd, &mut out).unwrap()
+                    ev.evaluate_into(&stream, &mut plan, &fd, &mut out).unwrap()
                 });
                 let got = out.to_vec().unwrap();
                 let same = match &reference {
@@ -266,7 +295,7 @@ fn main() {
                 };
                 assert!(
                     same,
-                    "{} {name} batch {batch}: output differs from dense batch 1",
+                    "{} {name} {sched}: output differs from dense batch 1",
                     cfg.name
                 );
                 if layout == List1Layout::Dense {
@@ -274,12 +303,12 @@ fn main() {
                 }
                 let s = ms * 1e-3;
                 println!(
-                    "{:<15} {:>6} {:>8} {:<12} {:>5} {:>8.3}ms {:>8.3}..{:>8.3}ms {:>9.3} {:>8.1} {:>9.1} {:>9.1} {:>10} {:>10} {:>7.2}",
+                    "{:<15} {:>6} {:>8} {:<12} {:>6} {:>8.3}ms {:>8.3}..{:>8.3}ms {:>9.3} {:>8.1} {:>9.1} {:>9.1} {:>10} {:>10} {:>7.2}",
                     cfg.name,
                     cfg.tree.n_boxes(),
                     plan.n_pairs(),
                     name,
-                    batch,
+                    sched,
                     ms,
                     lo,
                     hi,
@@ -292,11 +321,12 @@ fn main() {
                     ms / dense_ms[bi]
                 );
                 json.push(format!(
-                    "{{\"config\":\"{}\",\"dim\":{dim},\"q\":{q},\"boxes\":{},\"pairs\":{},\"layout\":\"{}\",\"resolved\":{resolved},\"batch\":{batch},\"reps\":{reps},\"median_ms\":{ms:.6},\"min_ms\":{lo:.6},\"max_ms\":{hi:.6},\"ns_per_target_point\":{:.4},\"fma\":{fmas},\"fma_per_s\":{:.4e},\"operand_bytes\":{operand_bytes},\"operand_bytes_per_s\":{:.4e},\"compulsory_bytes\":{compulsory},\"compulsory_bytes_per_s\":{:.4e},\"copy_bandwidth_bytes_per_s\":{bw:.4e},\"table_bytes\":{},\"descriptor_bytes\":{},\"normalizer_bytes\":{},\"resolution_bytes\":{},\"plan_bytes\":{},\"ratio_to_dense\":{:.4},\"prepare_s\":{prep_s:.3},\"bitwise_equal_to_dense\":{same}}}",
+                    "{{\"config\":\"{}\",\"dim\":{dim},\"q\":{q},\"boxes\":{},\"pairs\":{},\"layout\":\"{}\",\"resolved\":{resolved},\"schedule\":\"{sched}\",\"chunks\":{},\"reps\":{reps},\"median_ms\":{ms:.6},\"min_ms\":{lo:.6},\"max_ms\":{hi:.6},\"ns_per_target_point\":{:.4},\"fma\":{fmas},\"fma_per_s\":{:.4e},\"operand_bytes\":{operand_bytes},\"operand_bytes_per_s\":{:.4e},\"compulsory_bytes\":{compulsory},\"compulsory_bytes_per_s\":{:.4e},\"copy_bandwidth_bytes_per_s\":{bw:.4e},\"table_bytes\":{},\"descriptor_bytes\":{},\"normalizer_bytes\":{},\"resolution_bytes\":{},\"plan_bytes\":{},\"ratio_to_dense\":{:.4},\"prepare_s\":{prep_s:.3},\"bitwise_equal_to_dense\":{same}}}",
                     cfg.name,
                     cfg.tree.n_boxes(),
                     plan.n_pairs(),
                     layout.name(),
+                    if schedule == List1Schedule::CaseGrouped { plan.grouped_chunks() } else { 0 },
                     ms * 1e6 / points,
                     fmas / s,
                     operand_bytes / s,
@@ -315,7 +345,8 @@ fn main() {
     println!(
         "opGB/s: float64 operands the sums read (cached); minGB/s: table + metadata + values + \
          outputs + plan once, against {:.2} TB/s copy bandwidth; /dense: time over the dense \
-         layout's at the same batch size",
+         layout's in the same schedule (b1/b32: per-target, batch 1/32; grp: case-grouped, one \
+         chunk per 256 MiB of pair products; grp32M: 32 MiB chunks)",
         bw / 1e12
     );
     if let Ok(dir) = std::env::var("HIPKERN_BENCH_OUT") {

@@ -139,3 +139,9 @@ int32_t hipkern_list1_evaluate(const hipkern_list1_table *t, const hipkern_list1
                                const double *f, double *out, int32_t batch, void *s) {
   (void)t; (void)p; (void)f; (void)out; (void)batch; (void)s; NT;
 }
+
+int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *t, const hipkern_list1_pairs *p,
+                                       const hipkern_list1_groups *g, const double *f, double *out,
+                                       void *s) {
+  (void)t; (void)p; (void)g; (void)f; (void)out; (void)s; NT;
+}

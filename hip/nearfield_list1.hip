@@ -834,6 +834,288 @@ __global__ void __launch_bounds__(512, 2)
   }
 }
 
+// ---- The case-grouped schedule (hipkern_list1_evaluate_grouped) ----
+//
+// Phase 1, list1_group_products<D, LAYOUT>: block k takes tile k (+
+// gridDim.x, ...). It builds the tile's case matrix Tc[s·nq + t] =
+// T(case, s, t) in shared memory, each entry by the layout's own
+// reconstruction (dense: the value; ORBIT: group_orbit_entry, the generic
+// path's steps; FALLBACK: the resolution table or the candidate scan +
+// hash), then runs the tile's pairs in rounds of G·kGroupPairsPerThread
+// (G = blockDim.x / nq groups of nq lanes): the round's pair ids and source
+// boxes, then their source vectors, are staged in shared memory (rows
+// padded to an odd stride so the groups of one warp read distinct banks);
+// lane (g, t) keeps kGroupPairsPerThread sums in registers, pair slots
+// p·G + g, and adds f_s·Tc[s·nq + t] over s in order: one shared load of
+// Tc per kGroupPairsPerThread multiply-adds instead of one table read per
+// multiply-add. Each sum is the per-pair sum of the per-target path, step
+// for step (from +0, unfused, s in order), written to pair_values.
+// Phase 2, list1_group_sums: lane (box, t) adds its pairs' products in list
+// order, u += scale·acc + disp, exactly as the per-target path.
+constexpr int kGroupPairsPerThread = 8;
+constexpr int kGroupThreads = 256;
+
+// ORBIT's T(c, s, t) from a decoded OrbitCase: the steps of list1_kernel's
+// ORBIT branch for one entry (0 for an entry that is zero by symmetry: the
+// per-target path skips it, here it adds f·0 = ±0, which leaves a sum
+// started at +0 unchanged).
+template <int D>
+__device__ double group_orbit_entry(const OrbitCase &oc, const double *__restrict__ V, int q,
+                                    int s, int t) {
+  const int q2 = q * q;
+  int td[3], sd[3];
+  digits<D>(t, q, td);
+  digits<D>(s, q, sd);
+  int sign = oc.sign0;
+  int code[3] = {0, 0, 0};
+#pragma unroll
+  for (int k = 0; k < D; ++k) {
+    int xt = pick(td, oc.perm[k]);
+    int xs = pick(sd, oc.perm[k]);
+    if (oc.flags[k] & kNodeFlip) {
+      xt = q - 1 - xt;
+      xs = q - 1 - xs;
+    }
+    int p = xs * q + xt;
+    if (oc.flags[k] & kFlippable) {
+      const int fl = q2 - 1 - p;
+      const bool der = (oc.flags[k] & kDerivative) != 0;
+      if (der && fl == p) sign = 0;
+      if (fl < p) {
+        p = fl;
+        if (der) sign = -sign;
+      }
+    }
+    code[k] = p;
+  }
+  if (D == 3 && (oc.net & 1)) cswap(code[0], code[2]);
+  if (oc.net & 2) cswap(code[0], code[1]);
+  if (D == 3 && (oc.net & 4)) cswap(code[1], code[2]);
+  uint32_t rank = 0;
+#pragma unroll
+  for (int k = 0; k < D; ++k) rank += oc.w[k] * rank_term(static_cast<uint32_t>(code[k]), oc.pos[k]);
+  if (sign == 0) return 0.0;
+  const double v = V[rank];
+  return sign < 0 ? -v : v;
+}
+
+// FALLBACK's T(c, s, t) by the descriptor path: the candidates cl[0..nc)
+// of case c (transforms to its smallest image case cmin, in order), the
+// sparse sign correction, the hash (list1_kernel's FALLBACK branch, one
+// entry); NaN for a representative missing from the hash.
+__device__ double group_fallback_entry(const hipkern_list1_table &tab, const uint8_t *cl, int nc,
+                                       int cmin, int c, int s, int t, int nq,
+                                       uint32_t lookup_bits, const double *__restrict__ V) {
+  const uint32_t nq2 = static_cast<uint32_t>(nq) * static_cast<uint32_t>(nq);
+  const uint32_t base = static_cast<uint32_t>(cmin) * nq2;
+  uint32_t best = 0xFFFFFFFFu;
+  int bsign = 1;
+  for (int i = 0; i < nc; ++i) {
+    const int g = cl[i];
+    const uint32_t id = base + static_cast<uint32_t>(tab.transform_qpoint_map[g * nq + s]) * nq +
+                        static_cast<uint32_t>(tab.transform_qpoint_map[g * nq + t]);
+    const int sg = tab.transform_signs[g];
+    if (id < best || (id == best && sg > 0 && bsign < 0)) {
+      best = id;
+      bsign = sg;
+    }
+  }
+  if (tab.n_sign_lookup > 0) {
+    const uint32_t full = static_cast<uint32_t>(c) * nq2 + static_cast<uint32_t>(s) * nq +
+                          static_cast<uint32_t>(t);
+    uint32_t lo = 0, hi = tab.n_sign_lookup;
+    while (lo < hi) {
+      const uint32_t mid = lo + (hi - lo) / 2;
+      if (tab.sign_lookup_ids[mid] < full)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+    if (lo < tab.n_sign_lookup && tab.sign_lookup_ids[lo] == full) bsign = tab.sign_lookup_signs[lo];
+  }
+  const uint32_t mask = tab.lookup_size - 1;
+  const uint32_t h = lookup_bits == 0 ? 0u : (best * 0x9E3779B1u) >> (32 - lookup_bits);
+  uint32_t row = kNotFound;
+  for (uint32_t p = 0; p < tab.probe_count; ++p) {
+    const uint32_t k = (h + p) & mask;
+    if (tab.lookup_keys[k] == best) {
+      row = tab.lookup_rows[k];
+      break;
+    }
+  }
+  const double v = row == kNotFound ? __longlong_as_double(0x7FF8000000000000ll) : V[row];
+  return bsign < 0 ? -v : v;
+}
+
+// Shared memory of list1_group_products: [Tc nq² f64] [F rounds·stride f64]
+// [pair ids rounds u32] [source boxes rounds u32] [key ok rounds u8]
+// [layout scratch]. rounds = G · kGroupPairsPerThread, stride = nq | 1.
+__host__ __device__ inline size_t group_products_shared(int nq, int groups) {
+  const size_t rounds = static_cast<size_t>(groups) * kGroupPairsPerThread;
+  const size_t stride = static_cast<size_t>(nq | 1);
+  size_t b = static_cast<size_t>(nq) * nq * 8 + rounds * stride * 8 + rounds * 9;
+  b = (b + 15) / 16 * 16;
+  return b + sizeof(OrbitCase) + HIPKERN_LIST1_MAX_TRANSFORMS + 16;
+}
+
+template <int D, int LAYOUT>
+__global__ void __launch_bounds__(kGroupThreads)
+    list1_group_products(hipkern_list1_table tab, hipkern_list1_pairs pr, hipkern_list1_groups gr,
+                         const double *__restrict__ f, int nq, uint32_t lookup_bits) {
+  extern __shared__ double smem_d[];
+  const int groups = static_cast<int>(blockDim.x) / nq;
+  const int rounds = groups * kGroupPairsPerThread;
+  const int stride = nq | 1;
+  double *Tc = smem_d;
+  double *F = Tc + static_cast<size_t>(nq) * nq;
+  uint32_t *pid = reinterpret_cast<uint32_t *>(F + static_cast<size_t>(rounds) * stride);
+  uint32_t *pbox = pid + rounds;
+  uint8_t *pok = reinterpret_cast<uint8_t *>(pbox + rounds);
+  size_t off = static_cast<size_t>(nq) * nq * 8 + static_cast<size_t>(rounds) * stride * 8 +
+               static_cast<size_t>(rounds) * 9;
+  off = (off + 15) / 16 * 16;
+  unsigned char *extra = reinterpret_cast<unsigned char *>(smem_d) + off;
+  OrbitCase *soc = reinterpret_cast<OrbitCase *>(extra);
+  uint8_t *cand = extra + sizeof(OrbitCase);  // candidates (FALLBACK)
+  int *cinfo = reinterpret_cast<int *>(cand + HIPKERN_LIST1_MAX_TRANSFORMS);  // count, min case
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int g = tid / nq;
+  const int t = tid - g * nq;
+  const int n_cases = tab.n_cases;
+  const int64_t n_rows = tab.n_rows;
+  for (int64_t k = blockIdx.x; k < gr.n_tiles; k += gridDim.x) {
+    const uint32_t a = gr.tile_offsets[k], b = gr.tile_offsets[k + 1];
+    const uint32_t key = gr.tile_keys[k];
+    const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
+    const uint32_t table = key / static_cast<uint32_t>(n_cases);
+    const bool key_ok = table < static_cast<uint32_t>(tab.n_tables);
+    const double *__restrict__ V =
+        tab.values + static_cast<size_t>(key_ok ? table : 0) * static_cast<size_t>(n_rows);
+    __syncthreads();  // the previous tile is done with Tc and the layout scratch
+    if (tid == 0) {
+      if (LAYOUT == HIPKERN_LIST1_ORBIT) decode_orbit_case<D>(tab, c, soc);
+      if (LAYOUT == HIPKERN_LIST1_FALLBACK && tab.n_resolve_orbits == 0) {
+        int m = 256, n = 0;
+        for (int h = 0; h < tab.n_transforms; ++h) {
+          const int x = tab.transform_case_map[h * n_cases + c];
+          if (x < m) m = x;
+        }
+        for (int h = 0; h < tab.n_transforms; ++h)
+          if (tab.transform_case_map[h * n_cases + c] == m) cand[n++] = static_cast<uint8_t>(h);
+        cinfo[0] = n;
+        cinfo[1] = m;
+      }
+    }
+    __syncthreads();
+    for (int e = tid; e < nq * nq; e += blockDim.x) {
+      const int s = e / nq, tt = e - s * nq;
+      double v;
+      if (LAYOUT == HIPKERN_LIST1_DENSE) {
+        v = V[(static_cast<size_t>(c) * nq + s) * nq + tt];
+      } else if (LAYOUT == HIPKERN_LIST1_ORBIT) {
+        v = group_orbit_entry<D>(*soc, V + soc->base, tab.q, s, tt);
+      } else if (tab.n_resolve_orbits > 0) {
+        const int h = tab.resolve_case_transform[c];
+        const uint16_t *qh = tab.transform_qpoint_map + static_cast<size_t>(h) * nq;
+        const uint32_t r = tab.resolve_rows[(static_cast<size_t>(tab.resolve_case_orbit[c]) * nq +
+                                             qh[s]) * nq + qh[tt]];
+        const uint32_t hneg = tab.transform_signs[h] < 0 ? 0x8000u : 0u;
+        const double x = V[r & 0x7FFFu];
+        v = ((r ^ hneg) & 0x8000u) ? -x : x;
+      } else {
+        v = group_fallback_entry(tab, cand, cinfo[0], cinfo[1], c, s, tt, nq, lookup_bits, V);
+      }
+      Tc[e] = v;
+    }
+    for (uint32_t base = a; base < b; base += static_cast<uint32_t>(rounds)) {
+      __syncthreads();  // Tc built; the previous round's F, pid read
+      for (int r = tid; r < rounds; r += blockDim.x) {
+        const uint32_t idx = base + static_cast<uint32_t>(r);
+        uint32_t j = kNotFound, sb = 0;
+        uint8_t ok = 0;
+        if (idx < b) {
+          j = gr.tile_pairs[idx];
+          if (static_cast<int64_t>(j) < gr.pair_begin || static_cast<int64_t>(j) >= gr.pair_end) {
+            j = kNotFound;  // outside the chunk: skipped
+          } else {
+            sb = pr.source_boxes[j];
+            ok = key_ok && pr.pair_cases[j] == c && pr.level_table[pr.box_levels[sb]] == table;
+          }
+        }
+        pid[r] = j;
+        pbox[r] = sb;
+        pok[r] = ok;
+      }
+      __syncthreads();
+      for (int e = tid; e < rounds * nq; e += blockDim.x) {
+        const int r = e / nq, s = e - r * nq;
+        F[static_cast<size_t>(r) * stride + s] =
+            pid[r] != kNotFound ? f[static_cast<size_t>(pbox[r]) * nq + s] : 0.0;
+      }
+      __syncthreads();
+      if (g < groups) {
+        double acc[kGroupPairsPerThread];
+#pragma unroll
+        for (int p = 0; p < kGroupPairsPerThread; ++p) acc[p] = 0.0;
+        const double *Fg = F + static_cast<size_t>(g) * stride;
+        for (int s = 0; s < nq; ++s) {
+          const double v = Tc[s * nq + t];
+#pragma unroll
+          for (int p = 0; p < kGroupPairsPerThread; ++p)
+            acc[p] = hk_add(acc[p], hk_mul(Fg[static_cast<size_t>(p) * groups * stride + s], v));
+        }
+#pragma unroll
+        for (int p = 0; p < kGroupPairsPerThread; ++p) {
+          const int r = p * groups + g;
+          const uint32_t j = pid[r];
+          if (j == kNotFound) continue;
+          gr.pair_values[static_cast<size_t>(j - gr.pair_begin) * nq + t] =
+              pok[r] ? acc[p] : __longlong_as_double(0x7FF8000000000000ll);
+        }
+      }
+    }
+  }
+}
+
+__global__ void list1_group_sums(hipkern_list1_table tab, hipkern_list1_pairs pr,
+                                 hipkern_list1_groups gr, const double *__restrict__ f,
+                                 double *__restrict__ out, int nq, int lanes, int boxes) {
+  const int grp = static_cast<int>(threadIdx.x) / lanes;
+  const int lane = static_cast<int>(threadIdx.x) - grp * lanes;
+  if (grp >= boxes) return;
+  const double *__restrict__ norms = tab.mode_normalizers;
+  const double *__restrict__ pv = gr.pair_values;
+  for (int64_t i = gr.target_begin + static_cast<int64_t>(blockIdx.x) * boxes + grp;
+       i < gr.target_end; i += static_cast<int64_t>(gridDim.x) * boxes) {
+    const uint32_t ja = pr.source_starts[i], jb = pr.source_starts[i + 1];
+    for (int t = lane; t < nq; t += lanes) {
+      double u = 0.0;
+      for (uint32_t j = ja; j < jb; ++j) {
+        const uint32_t sb = pr.source_boxes[j];
+        const int lvl = pr.box_levels[sb];
+        const double scale = pr.level_scale[lvl];
+        const double disp = pr.level_displacement[lvl];
+        // A pair outside the chunk (pair_begin/pair_end not the chunk's
+        // source_starts) reads nothing out of bounds: NaN.
+        const double acc = (static_cast<int64_t>(j) >= gr.pair_begin &&
+                            static_cast<int64_t>(j) < gr.pair_end)
+                               ? pv[static_cast<size_t>(j - gr.pair_begin) * nq + t]
+                               : __longlong_as_double(0x7FF8000000000000ll);
+        double d = 0.0;
+        if (disp != 0.0) {
+          const double *__restrict__ fs = f + static_cast<size_t>(sb) * nq;
+          double sum = -0.0;
+          for (int s = 0; s < nq; ++s) sum = hk_add(sum, hk_mul(fs[s], norms[s]));
+          d = hk_mul(disp, sum);
+        }
+        u = hk_add(u, hk_add(hk_mul(scale, acc), d));
+      }
+      out[static_cast<size_t>(i) * nq + t] = u;
+    }
+  }
+}
+
 // The largest dynamic shared memory one block may take on this device.
 int shared_limit() {
   int dev = 0, lim = 0;
@@ -1010,18 +1292,10 @@ int32_t launch(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr, co
 
 bool pow2(uint32_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
-}  // namespace
-
-extern "C" {
-
-int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_list1_pairs *pairs,
-                               const double *source_values, double *out,
-                               int32_t target_batch_size, void *stream) {
-  if (!table || !pairs) return HIPKERN_ERROR_INVALID_ARGUMENT;
-  const hipkern_list1_table &t = *table;
-  const hipkern_list1_pairs &p = *pairs;
-  if (target_batch_size < 1 || target_batch_size > HIPKERN_LIST1_MAX_BATCH)
-    return HIPKERN_ERROR_INVALID_ARGUMENT;
+// The checks of the table and pair counts shared by both entry points;
+// *nq_out = q^dim.
+int32_t check_table_and_pairs(const hipkern_list1_table &t, const hipkern_list1_pairs &p,
+                              int64_t *nq_out) {
   if (t.dim != 2 && t.dim != 3) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (t.q < 1 || t.n_cases < 1 || t.n_cases > 256 || t.n_tables < 1 || t.n_rows < 1)
     return HIPKERN_ERROR_INVALID_ARGUMENT;
@@ -1060,13 +1334,74 @@ int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_l
   } else {
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   }
-  if (p.n_targets == 0) return HIPKERN_SUCCESS;
+  *nq_out = nq;
+  return HIPKERN_SUCCESS;
+}
+
+// The pointers an evaluation with targets reads or writes.
+int32_t check_buffers(const hipkern_list1_table &t, const hipkern_list1_pairs &p,
+                      const double *source_values, const double *out) {
   if (!out || !p.source_starts) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (p.n_pairs > 0 &&
       (!p.source_boxes || !p.pair_cases || !p.box_levels || !p.level_scale ||
        !p.level_displacement || !p.level_table || !source_values || !t.values ||
        !t.mode_normalizers || p.n_boxes == 0))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
+  return HIPKERN_SUCCESS;
+}
+
+// Both kernels of the case-grouped schedule for one chunk.
+template <int D, int LAYOUT>
+int32_t launch_grouped(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
+                       const hipkern_list1_groups &gr, const double *f, double *out, int nq,
+                       hipStream_t s) {
+  uint32_t bits = 0;
+  if (LAYOUT == HIPKERN_LIST1_FALLBACK)
+    while ((1u << bits) < tab.lookup_size) ++bits;
+  (void)hipGetLastError();  // a stale error must not be reported as ours
+  if (gr.n_tiles > 0) {
+    const int groups = kGroupThreads / nq;
+    const size_t shmem = group_products_shared(nq, groups);
+    const int32_t e =
+        allow_shared(reinterpret_cast<const void *>(&list1_group_products<D, LAYOUT>), shmem);
+    if (e != 0) return e;
+    const int64_t blocks = gr.n_tiles < kMaxBlocks ? gr.n_tiles : kMaxBlocks;
+    list1_group_products<D, LAYOUT><<<static_cast<unsigned>(blocks),
+                                      static_cast<unsigned>(groups * nq), shmem, s>>>(
+        tab, pr, gr, f, nq, bits);
+    const int32_t rc = static_cast<int32_t>(hipGetLastError());
+    if (rc != 0) return rc;
+  }
+  // Lanes per box as the ORBIT fast path: nq when it divides a warp, else
+  // nq rounded up to whole warps.
+  const int lanes = (32 % nq == 0) ? nq : (nq + 31) / 32 * 32;
+  const int boxes = kGroupThreads / lanes > 1 ? kGroupThreads / lanes : 1;
+  const int64_t n = gr.target_end - gr.target_begin;
+  int64_t blocks = (n + boxes - 1) / boxes;
+  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+  list1_group_sums<<<static_cast<unsigned>(blocks), static_cast<unsigned>(lanes * boxes), 0, s>>>(
+      tab, pr, gr, f, out, nq, lanes, boxes);
+  return static_cast<int32_t>(hipGetLastError());
+}
+
+}  // namespace
+
+extern "C" {
+
+int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_list1_pairs *pairs,
+                               const double *source_values, double *out,
+                               int32_t target_batch_size, void *stream) {
+  if (!table || !pairs) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  const hipkern_list1_table &t = *table;
+  const hipkern_list1_pairs &p = *pairs;
+  if (target_batch_size < 1 || target_batch_size > HIPKERN_LIST1_MAX_BATCH)
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  int64_t nq = 0;
+  const int32_t rc = check_table_and_pairs(t, p, &nq);
+  if (rc != HIPKERN_SUCCESS) return rc;
+  if (p.n_targets == 0) return HIPKERN_SUCCESS;
+  const int32_t rb = check_buffers(t, p, source_values, out);
+  if (rb != HIPKERN_SUCCESS) return rb;
   hipStream_t s = static_cast<hipStream_t>(stream);
   const int n = static_cast<int>(nq);
   const int b = target_batch_size;
@@ -1081,6 +1416,44 @@ int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_l
     case HIPKERN_LIST1_DENSE: return launch<3, HIPKERN_LIST1_DENSE>(t, p, source_values, out, n, b, s);
     case HIPKERN_LIST1_ORBIT: return launch<3, HIPKERN_LIST1_ORBIT>(t, p, source_values, out, n, b, s);
     default: return launch<3, HIPKERN_LIST1_FALLBACK>(t, p, source_values, out, n, b, s);
+  }
+}
+
+int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *table,
+                                       const hipkern_list1_pairs *pairs,
+                                       const hipkern_list1_groups *groups,
+                                       const double *source_values, double *out, void *stream) {
+  if (!table || !pairs || !groups) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  const hipkern_list1_table &t = *table;
+  const hipkern_list1_pairs &p = *pairs;
+  const hipkern_list1_groups &g = *groups;
+  int64_t nq = 0;
+  const int32_t rc = check_table_and_pairs(t, p, &nq);
+  if (rc != HIPKERN_SUCCESS) return rc;
+  if (nq > HIPKERN_LIST1_GROUPED_MAX_MODES) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (g.target_begin < 0 || g.target_begin > g.target_end || g.target_end > p.n_targets ||
+      g.pair_begin < 0 || g.pair_begin > g.pair_end || g.pair_end > p.n_pairs ||
+      g.pair_end > 0xFFFFFFFFll || g.n_tiles < 0 || g.pair_end - g.pair_begin > INT64_MAX / nq)
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (g.n_tiles > 0 && (!g.tile_offsets || !g.tile_keys || !g.tile_pairs || !g.pair_values))
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (g.pair_end > g.pair_begin && g.n_tiles == 0) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (g.target_end == g.target_begin) return HIPKERN_SUCCESS;
+  const int32_t rb = check_buffers(t, p, source_values, out);
+  if (rb != HIPKERN_SUCCESS) return rb;
+  hipStream_t s = static_cast<hipStream_t>(stream);
+  const int n = static_cast<int>(nq);
+  if (t.dim == 2) {
+    switch (t.layout) {
+      case HIPKERN_LIST1_DENSE: return launch_grouped<2, HIPKERN_LIST1_DENSE>(t, p, g, source_values, out, n, s);
+      case HIPKERN_LIST1_ORBIT: return launch_grouped<2, HIPKERN_LIST1_ORBIT>(t, p, g, source_values, out, n, s);
+      default: return launch_grouped<2, HIPKERN_LIST1_FALLBACK>(t, p, g, source_values, out, n, s);
+    }
+  }
+  switch (t.layout) {
+    case HIPKERN_LIST1_DENSE: return launch_grouped<3, HIPKERN_LIST1_DENSE>(t, p, g, source_values, out, n, s);
+    case HIPKERN_LIST1_ORBIT: return launch_grouped<3, HIPKERN_LIST1_ORBIT>(t, p, g, source_values, out, n, s);
+    default: return launch_grouped<3, HIPKERN_LIST1_FALLBACK>(t, p, g, source_values, out, n, s);
   }
 }
 

@@ -28,8 +28,9 @@
 mod common;
 use hipkern::nearfield::{
     evaluate_list1, BalancedTree, DenseOrbits, EntryQuadrature, FallbackDescriptors, Kernel,
-    List1Boxes, List1Evaluator, List1Layout, List1Payload, List1ReducedTables, List1Tables,
-    NearFieldTable, OrbitDescriptors, RandomTreeConfig, ReducedTable,
+    List1Boxes, List1Evaluator, List1Layout, List1Payload, List1ReducedTables, List1Schedule,
+    List1Tables, NearFieldTable, OrbitDescriptors, RandomTreeConfig, ReducedTable,
+    DEFAULT_PAIR_SCRATCH_BYTES, MAX_GROUPED_MODES,
 };
 use hipkern::rng::SplitMix64;
 use hipkern::{Device, Stream};
@@ -203,7 +204,7 @@ fn gpu() -> (Device, Stream) {
 fn run_into(
     ev: &List1Evaluator,
     stream: &Stream,
-    plan: &hipkern::nearfield::List1DevicePlan,
+    plan: &mut hipkern::nearfield::List1DevicePlan,
     f: &hipkern::DeviceBuffer<f64>,
 ) -> Vec<f64> {
     let n = plan.n_targets() * ev.n_modes();
@@ -282,20 +283,73 @@ fn check_layouts(
         let mut ev = List1Evaluator::new(device, &payload).unwrap();
         assert_eq!(ev.fallback_resolved(), resolved);
         assert_eq!(ev.upload_bytes(), payload.upload_bytes());
-        let plan = ev.plan(boxes).unwrap();
+        let mut plan = ev.plan(boxes).unwrap();
+        // The per-target schedule at four batch sizes, then the grouped
+        // one in one chunk and (a plan made with a small scratch bound) in
+        // many: every run bitwise equal to the first.
+        let grouped = ev.n_modes() <= MAX_GROUPED_MODES;
+        assert_eq!(
+            ev.schedule(),
+            if grouped {
+                List1Schedule::CaseGrouped
+            } else {
+                List1Schedule::PerTarget
+            }
+        );
+        let mut runs: Vec<(String, List1Schedule, usize, usize)> = [1usize, 32, 7, 64]
+            .iter()
+            .map(|&b| {
+                (
+                    format!("per-target batch {b}"),
+                    List1Schedule::PerTarget,
+                    b,
+                    DEFAULT_PAIR_SCRATCH_BYTES,
+                )
+            })
+            .collect();
+        if grouped {
+            runs.push((
+                "grouped".into(),
+                List1Schedule::CaseGrouped,
+                1,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+            ));
+            // About seven chunks.
+            let small = (plan.n_pairs() / 7).max(1) * ev.n_modes() * 8;
+            runs.push((
+                "grouped, chunked".into(),
+                List1Schedule::CaseGrouped,
+                1,
+                small,
+            ));
+        } else {
+            assert!(ev.set_schedule(List1Schedule::CaseGrouped).is_err());
+        }
         let mut first: Option<Vec<f64>> = None;
-        for batch in [1usize, 32, 7, 64] {
+        for (run, schedule, batch, scratch) in runs {
             ev.set_target_batch_size(batch).unwrap();
-            let got = run_into(&ev, stream, &plan, &fd);
-            let (err, differ) = compare(&format!("{what} {layout} batch {batch}"), &got, want);
+            ev.set_schedule(schedule).unwrap();
+            if scratch != ev.pair_scratch_bytes() {
+                ev.set_pair_scratch_bytes(scratch).unwrap();
+                plan = ev.plan(boxes).unwrap();
+                assert!(
+                    plan.grouped_chunks() > 1 || plan.n_pairs() < 7,
+                    "{what} {layout}: {} chunks",
+                    plan.grouped_chunks()
+                );
+                assert!(plan.pair_scratch_bytes() <= scratch.max(plan.pair_scratch_bytes()));
+            }
+            let got = run_into(&ev, stream, &mut plan, &fd);
+            let batch = run.as_str();
+            let (err, differ) = compare(&format!("{what} {layout} {batch}"), &got, want);
             assert!(
                 err <= TOL,
-                "{what} {layout} batch {batch}: relative error {err:.3e}"
+                "{what} {layout} {batch}: relative error {err:.3e}"
             );
             if exact {
                 assert_eq!(
                     differ, 0,
-                    "{what} {layout} batch {batch}: {differ} elements differ in their bits"
+                    "{what} {layout} {batch}: {differ} elements differ in their bits"
                 );
             }
             worst = worst.max(err);
@@ -311,12 +365,17 @@ fn check_layouts(
                 }
                 Some(b1) => {
                     let same = b1.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(same, "{what} {layout}: batch {batch} differs from batch 1");
+                    assert!(
+                        same,
+                        "{what} {layout}: {batch} differs from per-target batch 1"
+                    );
                 }
             }
         }
         ev.set_target_batch_size(1).unwrap();
         let v = ev.evaluate(stream, boxes, f).unwrap();
+        ev.set_pair_scratch_bytes(DEFAULT_PAIR_SCRATCH_BYTES)
+            .unwrap();
         let b1 = first.unwrap();
         assert!(
             v.iter().zip(&b1).all(|(a, b)| a.to_bits() == b.to_bits()),
@@ -919,8 +978,8 @@ fn gpu_invalid_inputs_leave_the_output_unchanged() {
         List1Layout::Dense,
     )
     .unwrap();
-    let plan = ev.plan(&boxes).unwrap();
-    let foreign = other.plan(&boxes).unwrap();
+    let mut plan = ev.plan(&boxes).unwrap();
+    let mut foreign = other.plan(&boxes).unwrap();
     let fd = device.htod_copy(&f).unwrap();
     let n = t.n_boxes() * nq;
     let mut out = device.alloc::<f64>(n).unwrap();
@@ -931,25 +990,27 @@ fn gpu_invalid_inputs_leave_the_output_unchanged() {
         assert!(v.iter().all(|&x| x == 7.25), "{what}: output changed");
     };
     let e = ev
-        .evaluate_into(&stream, &foreign, &fd, &mut out)
+        .evaluate_into(&stream, &mut foreign, &fd, &mut out)
         .unwrap_err();
     assert!(e.to_string().contains("another evaluator"), "{e}");
     unchanged(&out, "foreign plan");
     let short = device.htod_copy(&f[1..]).unwrap();
     let e = ev
-        .evaluate_into(&stream, &plan, &short, &mut out)
+        .evaluate_into(&stream, &mut plan, &short, &mut out)
         .unwrap_err();
     assert!(e.to_string().contains("source_values"), "{e}");
     unchanged(&out, "short values");
     let mut small = device.alloc::<f64>(n - 1).unwrap();
     let e = ev
-        .evaluate_into(&stream, &plan, &fd, &mut small)
+        .evaluate_into(&stream, &mut plan, &fd, &mut small)
         .unwrap_err();
     assert!(e.to_string().contains("out has"), "{e}");
     unchanged(&out, "short output");
     assert!(ev.set_target_batch_size(0).is_err());
     assert!(ev.set_target_batch_size(1025).is_err());
     assert_eq!(ev.target_batch_size(), 1);
+    assert!(ev.set_pair_scratch_bytes(8 * nq - 1).is_err());
+    assert!("sideways".parse::<List1Schedule>().is_err());
     // Host inputs: the CPU evaluator's errors.
     let mut g = f.clone();
     g[3] = f64::INFINITY;
@@ -965,7 +1026,7 @@ fn gpu_invalid_inputs_leave_the_output_unchanged() {
     let e = ev.plan(&b).unwrap_err().to_string();
     assert!(e.contains("not a List 1 pair"), "{e}");
     // The good call still works after all that, and writes everything.
-    ev.evaluate_into(&stream, &plan, &fd, &mut out).unwrap();
+    ev.evaluate_into(&stream, &mut plan, &fd, &mut out).unwrap();
     stream.synchronize().unwrap();
     let got = out.to_vec().unwrap();
     let dense = NearFieldTable::from_parts(

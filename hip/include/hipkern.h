@@ -551,6 +551,60 @@ int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_l
                                const double *source_values, double *out,
                                int32_t target_batch_size, void *stream);
 
+/** Largest q^dim the case-grouped schedule takes (its case matrix and a
+ * round of source vectors in one block's shared memory). */
+#define HIPKERN_LIST1_GROUPED_MAX_MODES 64
+
+/**
+ * One chunk of the case-grouped schedule (hipkern_list1_evaluate_grouped),
+ * device pointers except the counts. The chunk is the target boxes
+ * target_begin .. target_end and their pairs pair_begin .. pair_end
+ * (pair_begin = source_starts[target_begin], pair_end =
+ * source_starts[target_end]). Its pairs are grouped by key = table ·
+ * n_cases + case (table = level_table[box_levels[source box]]): tile k
+ * holds the pair ids tile_pairs[tile_offsets[k] .. tile_offsets[k + 1]]
+ * (each in pair_begin .. pair_end, every pair of the chunk in exactly one
+ * tile), all of key tile_keys[k]. pair_values: scratch of (pair_end −
+ * pair_begin) x nq float64, overwritten.
+ */
+typedef struct hipkern_list1_groups {
+  int64_t target_begin;
+  int64_t target_end;
+  int64_t pair_begin;
+  int64_t pair_end;
+  int64_t n_tiles;
+  const uint32_t *tile_offsets;
+  const uint32_t *tile_keys;
+  const uint32_t *tile_pairs;
+  double *pair_values;
+} hipkern_list1_groups;
+
+/**
+ * List 1 of one chunk, case-grouped: the same values as
+ * hipkern_list1_evaluate, bit for bit, for the chunk's target rows
+ * out[target_begin · nq ..  target_end · nq) (other rows untouched), in two
+ * kernels on `stream`:
+ *   1. per tile, the block builds the tile's case matrix T(case, s, t)
+ *      once in shared memory (from the layout, as hipkern_list1_evaluate
+ *      reconstructs it) and computes, for every pair j of the tile,
+ *      acc_j(t) = sum over s in order of f[box_j · nq + s] · T(case, s, t)
+ *      (from 0, unfused) into pair_values[(j − pair_begin) · nq + t]; a
+ *      pair whose own case or table differs from its tile's key gets NaN
+ *      (never another case's values); a pair id outside the chunk is
+ *      skipped (nothing written out of bounds);
+ *   2. per target box i and point t, u = sum over its pairs j in list
+ *      order of (scale · acc_j(t) + disp_j), as hipkern_list1_evaluate.
+ * A case matrix is read by every pair of its tile, so each table entry is
+ * reconstructed once per tile instead of once per pair.
+ * Requires q^dim <= HIPKERN_LIST1_GROUPED_MAX_MODES. The entry point checks
+ * what hipkern_list1_evaluate checks, plus the chunk's ranges and pointers,
+ * and returns HIPKERN_ERROR_INVALID_ARGUMENT before launching anything.
+ */
+int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *table,
+                                       const hipkern_list1_pairs *pairs,
+                                       const hipkern_list1_groups *groups,
+                                       const double *source_values, double *out, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

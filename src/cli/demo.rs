@@ -222,6 +222,7 @@ fn list1_step(
         false,
         super::list1::LayoutFlag::Orbit,
         32,
+        None,
         &density,
     )?;
     pb.finish_and_clear();
@@ -233,7 +234,7 @@ fn list1_step(
         error: Some(rel_max(&u, &reference)),
         tol: TOL,
         note: format!(
-            "ORBIT layout, batch 32, median kernel time; CPU reference {cpu_seconds:.3} s"
+            "ORBIT layout, grouped schedule, median kernel time; CPU reference {cpu_seconds:.3} s"
         ),
     });
     Ok(())

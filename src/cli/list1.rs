@@ -162,6 +162,13 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
             a.batch
         )));
     }
+    let schedule = match a.schedule.as_deref() {
+        None => None,
+        Some(s) => Some(
+            s.parse::<hipkern::nearfield::List1Schedule>()
+                .map_err(|e| Failure::bad_input(format!("--schedule: {e}")))?,
+        ),
+    };
     if layout == LayoutFlag::Orbit {
         // Refused before any work: the arithmetic path models scalar and
         // axis-derivative groups only.
@@ -236,6 +243,7 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
             tables.per_level,
             layout,
             a.batch,
+            schedule,
             &density,
         )?;
         (u, line)

@@ -4,8 +4,8 @@
 use super::list1::LayoutFlag;
 use super::Failure;
 use hipkern::nearfield::{
-    Kernel, List1Boxes, List1Evaluator, List1Layout, List1ReducedTables, List1Tables,
-    NearFieldTable, ReducedTable,
+    Kernel, List1Boxes, List1Evaluator, List1Layout, List1ReducedTables, List1Schedule,
+    List1Tables, NearFieldTable, ReducedTable,
 };
 use hipkern::runtime::{Device, Event};
 use std::time::Instant;
@@ -25,6 +25,7 @@ pub(super) fn evaluate(
     per_level: bool,
     layout: LayoutFlag,
     batch: usize,
+    schedule: Option<List1Schedule>,
     density: &[f64],
 ) -> Result<(Vec<f64>, String, f64), Failure> {
     let device = Device::new(0).map_err(|e| {
@@ -57,10 +58,13 @@ pub(super) fn evaluate(
         }
     };
     evaluator.set_target_batch_size(batch)?;
+    if let Some(s) = schedule {
+        evaluator.set_schedule(s)?;
+    }
     let upload_seconds = start.elapsed().as_secs_f64();
     let bytes = evaluator.upload_bytes();
     let stream = device.new_stream()?;
-    let plan = evaluator.plan(boxes)?;
+    let mut plan = evaluator.plan(boxes)?;
     // The density uploaded once; the output poisoned, so a value the
     // kernel did not write shows as NaN. One warm-up run (module load,
     // first touch), then the timed runs, then one download.
@@ -69,12 +73,12 @@ pub(super) fn evaluate(
     unsafe { stream.copy_htod_async(density, &mut f.as_slice_mut())? };
     let mut out = device.alloc::<f64>(plan.n_targets() * evaluator.n_modes())?;
     stream.fill(&mut out.as_slice_mut(), f64::NAN)?;
-    evaluator.evaluate_into(&stream, &plan, &f, &mut out)?;
+    evaluator.evaluate_into(&stream, &mut plan, &f, &mut out)?;
     let mut times = Vec::with_capacity(REPEATS);
     for _ in 0..REPEATS {
         let (a, b) = (Event::new(&device)?, Event::new(&device)?);
         a.record(&stream)?;
-        evaluator.evaluate_into(&stream, &plan, &f, &mut out)?;
+        evaluator.evaluate_into(&stream, &mut plan, &f, &mut out)?;
         b.record(&stream)?;
         b.synchronize()?;
         times.push(f64::from(a.elapsed_ms(&b)?));
@@ -86,7 +90,7 @@ pub(super) fn evaluate(
     times.sort_by(f64::total_cmp);
     let median = times[REPEATS / 2];
     let line = format!(
-        "backend device ({}): layout {}, batch {batch}, uploaded {} bytes (values {}, \
+        "backend device ({}): layout {}, schedule {}, batch {batch}, uploaded {} bytes (values {}, \
          descriptors {}, normalizers {}, resolution {}) in {upload_seconds:.3} s; kernel median {median:.4} ms \
          of {REPEATS} (min {:.4}, max {:.4}), {:.3} ns per target point",
         device.properties().name,
@@ -95,6 +99,7 @@ pub(super) fn evaluate(
             LayoutFlag::Orbit => "orbit",
             LayoutFlag::Fallback => "fallback",
         },
+        evaluator.schedule(),
         bytes.total(),
         bytes.values,
         bytes.descriptors,

@@ -123,9 +123,15 @@ pub struct List1Args {
     /// device (GPU 0) or cpu (the float64 CPU evaluator).
     #[arg(long, value_name = "device|cpu", default_value = "device")]
     pub(super) backend: String,
-    /// Target points per lane batch on the device (1 or 32; same result).
+    /// Target points per lane batch on the device (1 or 32; same result;
+    /// the per-target schedule's).
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub(super) batch: usize,
+    /// The device's schedule: grouped (pairs grouped by case, each case
+    /// matrix built once per tile; the default where q^D <= 64) or
+    /// per-target (same result).
+    #[arg(long, value_name = "grouped|per-target")]
+    pub(super) schedule: Option<String>,
     /// Source values: a float64/float32 .npy of shape (n_boxes, q^D), per
     /// leaf (in the tree's order) at its nodes; default: the smooth density
     /// of src/cli/list1.rs at the nodes.

@@ -67,6 +67,7 @@ use super::list1::{
     check_list1_inputs, check_source_values, shape_scalings, LevelScaling, List1Boxes, List1Tables,
     TableShape,
 };
+use super::list1_grouping::{group_pairs, tile_capacity, GroupChunk, PairGrouping};
 use super::orbit::OrbitDescriptors;
 use super::reduced::ReducedTable;
 use super::table::NearFieldTable;
@@ -78,6 +79,54 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const DEFAULT_TARGET_BATCH_SIZE: usize = 1;
 /// The largest `list1_target_batch_size` (threads per block).
 pub const MAX_TARGET_BATCH_SIZE: usize = sys::HIPKERN_LIST1_MAX_BATCH as usize;
+
+/// The default bound of the case-grouped schedule's scratch (the pair
+/// products of one chunk, `pairs × q^d` float64): 256 MiB.
+pub const DEFAULT_PAIR_SCRATCH_BYTES: usize = 256 << 20;
+/// The largest `q^d` of the case-grouped schedule.
+pub const MAX_GROUPED_MODES: usize = sys::HIPKERN_LIST1_GROUPED_MAX_MODES as usize;
+
+/// How the device schedules the work (module docs); both give the same
+/// bits.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum List1Schedule {
+    /// `hipkern_list1_evaluate`: target boxes over the grid, each taken by
+    /// `list1_target_batch_size` lanes, each lane reading every entry it
+    /// needs from the layout.
+    PerTarget,
+    /// `hipkern_list1_evaluate_grouped`: the pairs grouped by (table, case)
+    /// into tiles; a tile's case matrix is built once in shared memory and
+    /// applied to all its pairs, the products summed per target in list
+    /// order. `q^d ≤` [`MAX_GROUPED_MODES`]; needs the plan's scratch.
+    CaseGrouped,
+}
+
+impl List1Schedule {
+    /// `per-target` or `grouped`.
+    pub fn name(self) -> &'static str {
+        match self {
+            List1Schedule::PerTarget => "per-target",
+            List1Schedule::CaseGrouped => "grouped",
+        }
+    }
+}
+
+impl std::fmt::Display for List1Schedule {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for List1Schedule {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "per-target" => Ok(List1Schedule::PerTarget),
+            "grouped" => Ok(List1Schedule::CaseGrouped),
+            _ => bad(format!("schedule '{s}': expected per-target or grouped")),
+        }
+    }
+}
 
 fn bad<T>(msg: String) -> Result<T> {
     Err(Error::InvalidInput(format!("list 1 device: {msg}")))
@@ -648,6 +697,8 @@ pub struct List1Evaluator {
     addressing: DeviceAddressing,
     bytes: List1UploadBytes,
     batch: usize,
+    schedule: List1Schedule,
+    pair_scratch_bytes: usize,
 }
 
 impl std::fmt::Debug for List1Evaluator {
@@ -661,6 +712,7 @@ impl std::fmt::Debug for List1Evaluator {
             .field("n_rows", &self.n_rows)
             .field("bytes", &self.bytes)
             .field("target_batch_size", &self.batch)
+            .field("schedule", &self.schedule)
             .finish()
     }
 }
@@ -675,6 +727,7 @@ pub struct List1DevicePlan {
     n_pairs: usize,
     displacement_pairs: usize,
     n_levels: usize,
+    nq: usize,
     starts: DeviceBuffer<u32>,
     sources: DeviceBuffer<u32>,
     cases: DeviceBuffer<u8>,
@@ -683,6 +736,19 @@ pub struct List1DevicePlan {
     level_displacement: DeviceBuffer<f64>,
     level_table: DeviceBuffer<u32>,
     bytes: usize,
+    groups: DeviceGrouping,
+}
+
+/// The case-grouped schedule's part of a plan: the tiles on the device,
+/// the chunks on the host, the scratch (allocated at the first grouped
+/// evaluation).
+struct DeviceGrouping {
+    chunks: Vec<GroupChunk>,
+    tile_offsets: DeviceBuffer<u32>,
+    tile_keys: DeviceBuffer<u32>,
+    tile_pairs: DeviceBuffer<u32>,
+    max_chunk_pairs: usize,
+    scratch: Option<DeviceBuffer<f64>>,
 }
 
 impl std::fmt::Debug for List1DevicePlan {
@@ -693,11 +759,24 @@ impl std::fmt::Debug for List1DevicePlan {
             .field("n_boxes", &self.n_boxes)
             .field("n_pairs", &self.n_pairs)
             .field("bytes", &self.bytes)
+            .field("chunks", &self.groups.chunks.len())
             .finish()
     }
 }
 
 impl List1DevicePlan {
+    /// Chunks of the case-grouped schedule (each one pair of launches; the
+    /// evaluator's scratch bound when the plan was made sets how many).
+    pub fn grouped_chunks(&self) -> usize {
+        self.groups.chunks.len()
+    }
+
+    /// Bytes of the case-grouped schedule's scratch: the pair products of
+    /// the largest chunk (allocated at the first grouped evaluation).
+    pub fn pair_scratch_bytes(&self) -> usize {
+        self.groups.max_chunk_pairs * self.nq * 8
+    }
+
     /// Target boxes (output rows of `q^d` values).
     pub fn n_targets(&self) -> usize {
         self.n_targets
@@ -779,6 +858,12 @@ impl List1Evaluator {
             addressing,
             bytes: payload.upload_bytes(),
             batch: DEFAULT_TARGET_BATCH_SIZE,
+            schedule: if payload.meta.nq <= MAX_GROUPED_MODES {
+                List1Schedule::CaseGrouped
+            } else {
+                List1Schedule::PerTarget
+            },
+            pair_scratch_bytes: DEFAULT_PAIR_SCRATCH_BYTES,
         })
     }
 
@@ -875,6 +960,46 @@ impl List1Evaluator {
         Ok(())
     }
 
+    /// The schedule ([`List1Schedule`]; the default is `CaseGrouped` where
+    /// `q^d ≤` [`MAX_GROUPED_MODES`], else `PerTarget`).
+    pub fn schedule(&self) -> List1Schedule {
+        self.schedule
+    }
+
+    /// Sets the schedule; `CaseGrouped` needs `q^d ≤` [`MAX_GROUPED_MODES`].
+    /// The output does not depend on it, bit for bit.
+    pub fn set_schedule(&mut self, schedule: List1Schedule) -> Result<()> {
+        if schedule == List1Schedule::CaseGrouped && self.meta.nq > MAX_GROUPED_MODES {
+            return bad(format!(
+                "the grouped schedule takes q^d ≤ {MAX_GROUPED_MODES}; this table has q^d = {}",
+                self.meta.nq
+            ));
+        }
+        self.schedule = schedule;
+        Ok(())
+    }
+
+    /// The bound on a plan's case-grouped scratch in bytes (the pair
+    /// products of one chunk; default [`DEFAULT_PAIR_SCRATCH_BYTES`]).
+    pub fn pair_scratch_bytes(&self) -> usize {
+        self.pair_scratch_bytes
+    }
+
+    /// Sets the scratch bound for plans made after this call: a plan cuts
+    /// its targets into chunks of at most `bytes / (8·q^d)` pairs (a target
+    /// with more pairs than that is a chunk alone, and its scratch is
+    /// larger). At least `8·q^d` bytes.
+    pub fn set_pair_scratch_bytes(&mut self, bytes: usize) -> Result<()> {
+        let row = 8 * self.meta.nq;
+        if bytes < row {
+            return bad(format!(
+                "pair scratch of {bytes} bytes: must hold one pair's products ({row} bytes)"
+            ));
+        }
+        self.pair_scratch_bytes = bytes;
+        Ok(())
+    }
+
     /// Validates `boxes` as the CPU evaluator does (module docs) and
     /// uploads them for this evaluator (synchronously).
     pub fn plan(&self, boxes: &List1Boxes<'_>) -> Result<List1DevicePlan> {
@@ -892,10 +1017,25 @@ impl List1Evaluator {
             .iter()
             .filter(|&&s| disp[usize::from(hp.box_levels[s as usize])] != 0.0)
             .count();
+        let nq = self.meta.nq;
+        let n_cases = self.meta.n_cases;
+        let grouping: PairGrouping = group_pairs(
+            &hp.starts,
+            self.n_tables * n_cases,
+            |j| {
+                let lvl = usize::from(hp.box_levels[hp.sources[j] as usize]);
+                hp.scalings[lvl].table * n_cases + usize::from(hp.cases[j])
+            },
+            (self.pair_scratch_bytes / (8 * nq)).max(1),
+            tile_capacity(nq),
+        );
         let bytes = 4 * (hp.starts.len() + hp.sources.len())
             + hp.cases.len()
             + hp.box_levels.len()
-            + 20 * scale.len();
+            + 20 * scale.len()
+            + 4 * (grouping.tile_offsets.len()
+                + grouping.tile_keys.len()
+                + grouping.tile_pairs.len());
         Ok(List1DevicePlan {
             evaluator: self.id,
             device: d.ordinal(),
@@ -912,6 +1052,15 @@ impl List1Evaluator {
             level_displacement: upload(d, &disp)?,
             level_table: upload(d, &table)?,
             bytes,
+            nq,
+            groups: DeviceGrouping {
+                tile_offsets: upload(d, &grouping.tile_offsets)?,
+                tile_keys: upload(d, &grouping.tile_keys)?,
+                tile_pairs: upload(d, &grouping.tile_pairs)?,
+                chunks: grouping.chunks,
+                max_chunk_pairs: grouping.max_chunk_pairs,
+                scratch: None,
+            },
         })
     }
 
@@ -927,14 +1076,19 @@ impl List1Evaluator {
 
     /// List 1 of `source_values` (`n_boxes × q^d` on the device) over
     /// `plan` into `out` (`n_targets × q^d`, fully overwritten),
-    /// asynchronously on `stream`. Checked before anything is launched: the
-    /// plan is this evaluator's, everything is on its device, the lengths.
-    /// Device-resident source values are not checked for finiteness (a
-    /// non-finite value reaches the targets whose lists hold its box).
+    /// asynchronously on `stream`, in the evaluator's schedule. Checked
+    /// before anything is launched: the plan is this evaluator's,
+    /// everything is on its device, the lengths. Device-resident source
+    /// values are not checked for finiteness (a non-finite value reaches
+    /// the targets whose lists hold its box).
+    ///
+    /// The case-grouped schedule writes the pair products into the plan's
+    /// scratch (allocated here the first time): evaluations of one plan on
+    /// different streams must be ordered by the caller, as for `out`.
     pub fn evaluate_into(
         &self,
         stream: &Stream,
-        plan: &List1DevicePlan,
+        plan: &mut List1DevicePlan,
         source_values: &DeviceBuffer<f64>,
         out: &mut DeviceBuffer<f64>,
     ) -> Result<()> {
@@ -973,19 +1127,30 @@ impl List1Evaluator {
         // FallbackDescriptors::resolution, whose rows, case orbits and
         // transforms it checked), so every read the kernel makes is in
         // bounds.
-        unsafe { self.launch(stream, plan, source_values.as_ptr(), out.as_mut_ptr()) }
+        match self.schedule {
+            List1Schedule::PerTarget => unsafe {
+                self.launch(stream, plan, source_values.as_ptr(), out.as_mut_ptr())
+            },
+            List1Schedule::CaseGrouped => {
+                let g = &mut plan.groups;
+                let need = g.max_chunk_pairs * nq;
+                if g.scratch.as_ref().is_none_or(|b| b.len() < need) {
+                    g.scratch = None;
+                    g.scratch = Some(self.device.alloc::<f64>(need.max(1))?);
+                }
+                // SAFETY: as above; the tiles come from group_pairs over the
+                // plan's own validated pairs (every pair of a chunk in one
+                // tile of its own key, ids inside the chunk), and the
+                // scratch holds the largest chunk's pairs × q^d.
+                unsafe {
+                    self.launch_grouped(stream, plan, source_values.as_ptr(), out.as_mut_ptr())
+                }
+            }
+        }
     }
 
-    /// # Safety
-    /// `f` and `out` point to `n_boxes·q^d` and `n_targets·q^d` float64 on
-    /// the evaluator's device, `plan` is this evaluator's.
-    unsafe fn launch(
-        &self,
-        stream: &Stream,
-        plan: &List1DevicePlan,
-        f: *const f64,
-        out: *mut f64,
-    ) -> Result<()> {
+    /// The C ABI's description of the table.
+    fn raw_table(&self) -> sys::hipkern_list1_table {
         let null8 = std::ptr::null::<u8>();
         let mut t = sys::hipkern_list1_table {
             layout: self.layout.raw(),
@@ -1069,7 +1234,12 @@ impl List1Evaluator {
                 }
             }
         }
-        let p = sys::hipkern_list1_pairs {
+        t
+    }
+
+    /// The C ABI's description of a plan's pairs.
+    fn raw_pairs(plan: &List1DevicePlan) -> sys::hipkern_list1_pairs {
+        sys::hipkern_list1_pairs {
             n_targets: plan.n_targets as i64,
             n_boxes: plan.n_boxes as i64,
             n_pairs: plan.n_pairs as i64,
@@ -1081,7 +1251,21 @@ impl List1Evaluator {
             level_scale: plan.level_scale.as_ptr(),
             level_displacement: plan.level_displacement.as_ptr(),
             level_table: plan.level_table.as_ptr(),
-        };
+        }
+    }
+
+    /// # Safety
+    /// `f` and `out` point to `n_boxes·q^d` and `n_targets·q^d` float64 on
+    /// the evaluator's device, `plan` is this evaluator's.
+    unsafe fn launch(
+        &self,
+        stream: &Stream,
+        plan: &List1DevicePlan,
+        f: *const f64,
+        out: *mut f64,
+    ) -> Result<()> {
+        let t = self.raw_table();
+        let p = Self::raw_pairs(plan);
         self.device.bind()?;
         // SAFETY: the caller's contract (see above); the structs live
         // across the call, which copies them into the launch.
@@ -1089,6 +1273,48 @@ impl List1Evaluator {
             sys::hipkern_list1_evaluate(&t, &p, f, out, self.batch as i32, stream.as_raw())
         };
         check("hipkern_list1_evaluate", status)
+    }
+
+    /// # Safety
+    /// As [`Self::launch`], and the plan's scratch holds its largest
+    /// chunk's pairs × q^d.
+    unsafe fn launch_grouped(
+        &self,
+        stream: &Stream,
+        plan: &mut List1DevicePlan,
+        f: *const f64,
+        out: *mut f64,
+    ) -> Result<()> {
+        let t = self.raw_table();
+        let p = Self::raw_pairs(plan);
+        let g = &mut plan.groups;
+        let scratch = match g.scratch.as_mut() {
+            Some(b) => b.as_mut_ptr(),
+            None => return bad("the grouped schedule's scratch is missing".into()),
+        };
+        self.device.bind()?;
+        for ch in &g.chunks {
+            let groups = sys::hipkern_list1_groups {
+                target_begin: ch.targets.start as i64,
+                target_end: ch.targets.end as i64,
+                pair_begin: ch.pairs.start as i64,
+                pair_end: ch.pairs.end as i64,
+                n_tiles: ch.tiles.len() as i64,
+                // SAFETY (offsets): tile ranges index the uploaded arrays
+                // (tile_offsets has one more entry than tile_keys).
+                tile_offsets: unsafe { g.tile_offsets.as_ptr().add(ch.tiles.start) },
+                tile_keys: unsafe { g.tile_keys.as_ptr().add(ch.tiles.start) },
+                tile_pairs: g.tile_pairs.as_ptr(),
+                pair_values: scratch,
+            };
+            // SAFETY: the caller's contract; the structs live across the
+            // call, which copies them into the launches.
+            let status = unsafe {
+                sys::hipkern_list1_evaluate_grouped(&t, &p, &groups, f, out, stream.as_raw())
+            };
+            check("hipkern_list1_evaluate_grouped", status)?;
+        }
+        Ok(())
     }
 
     /// List 1 of host `source_values` over host `boxes`: validated as the
@@ -1102,8 +1328,8 @@ impl List1Evaluator {
         source_values: &[f64],
     ) -> Result<Vec<f64>> {
         let hp = self.meta.check(boxes, Some(source_values))?;
-        let plan = self.upload_plan(&hp)?;
-        self.evaluate_plan(stream, &plan, source_values)
+        let mut plan = self.upload_plan(&hp)?;
+        self.evaluate_plan(stream, &mut plan, source_values)
     }
 
     /// List 1 of host `source_values` over an uploaded plan (checked:
@@ -1111,7 +1337,7 @@ impl List1Evaluator {
     pub fn evaluate_plan(
         &self,
         stream: &Stream,
-        plan: &List1DevicePlan,
+        plan: &mut List1DevicePlan,
         source_values: &[f64],
     ) -> Result<Vec<f64>> {
         check_source_values(source_values, plan.n_boxes, self.meta.nq)?;

@@ -219,6 +219,7 @@ mod fallback;
 mod kernels;
 mod list1;
 mod list1_device;
+mod list1_grouping;
 mod orbit;
 mod quadrature;
 mod reduced;
@@ -244,8 +245,9 @@ pub use list1::{
     List1Pairs, List1Tables,
 };
 pub use list1_device::{
-    List1DevicePlan, List1Evaluator, List1Layout, List1Payload, List1ReducedTables,
-    List1UploadBytes, DEFAULT_TARGET_BATCH_SIZE, MAX_TARGET_BATCH_SIZE,
+    List1DevicePlan, List1Evaluator, List1Layout, List1Payload, List1ReducedTables, List1Schedule,
+    List1UploadBytes, DEFAULT_PAIR_SCRATCH_BYTES, DEFAULT_TARGET_BATCH_SIZE, MAX_GROUPED_MODES,
+    MAX_TARGET_BATCH_SIZE,
 };
 pub use orbit::{OrbitDescriptors, OrbitSlot, GROUP_DERIVATIVE, GROUP_FLIPPABLE};
 pub use quadrature::{gauss_legendre, legendre_gauss_unit, q_points, MAX_QUAD_ORDER};

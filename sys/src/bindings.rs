@@ -17,6 +17,7 @@ pub const HIPKERN_PSF_PREPARED_EVENT_BYTES: u32 = 280;
 pub const HIPKERN_LIST1_MAX_TRANSFORMS: u32 = 48;
 pub const HIPKERN_LIST1_MAX_BATCH: u32 = 1024;
 pub const HIPKERN_LIST1_MAX_LEVELS: u32 = 32;
+pub const HIPKERN_LIST1_GROUPED_MAX_MODES: u32 = 64;
 unsafe extern "C" {
     #[doc = " HIPKERN_ABI_VERSION of the built library."]
     pub fn hipkern_abi_version() -> i32;
@@ -690,6 +691,54 @@ unsafe extern "C" {
         source_values: *const f64,
         out: *mut f64,
         target_batch_size: i32,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
+#[doc = " One chunk of the case-grouped schedule (hipkern_list1_evaluate_grouped),\n device pointers except the counts. The chunk is the target boxes\n target_begin .. target_end and their pairs pair_begin .. pair_end\n (pair_begin = source_starts[target_begin], pair_end =\n source_starts[target_end]). Its pairs are grouped by key = table ·\n n_cases + case (table = level_table[box_levels[source box]]): tile k\n holds the pair ids tile_pairs[tile_offsets[k] .. tile_offsets[k + 1]]\n (each in pair_begin .. pair_end, every pair of the chunk in exactly one\n tile), all of key tile_keys[k]. pair_values: scratch of (pair_end −\n pair_begin) x nq float64, overwritten."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_list1_groups {
+    pub target_begin: i64,
+    pub target_end: i64,
+    pub pair_begin: i64,
+    pub pair_end: i64,
+    pub n_tiles: i64,
+    pub tile_offsets: *const u32,
+    pub tile_keys: *const u32,
+    pub tile_pairs: *const u32,
+    pub pair_values: *mut f64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_list1_groups"][::core::mem::size_of::<hipkern_list1_groups>() - 72usize];
+    ["Alignment of hipkern_list1_groups"][::core::mem::align_of::<hipkern_list1_groups>() - 8usize];
+    ["Offset of field: hipkern_list1_groups::target_begin"]
+        [::core::mem::offset_of!(hipkern_list1_groups, target_begin) - 0usize];
+    ["Offset of field: hipkern_list1_groups::target_end"]
+        [::core::mem::offset_of!(hipkern_list1_groups, target_end) - 8usize];
+    ["Offset of field: hipkern_list1_groups::pair_begin"]
+        [::core::mem::offset_of!(hipkern_list1_groups, pair_begin) - 16usize];
+    ["Offset of field: hipkern_list1_groups::pair_end"]
+        [::core::mem::offset_of!(hipkern_list1_groups, pair_end) - 24usize];
+    ["Offset of field: hipkern_list1_groups::n_tiles"]
+        [::core::mem::offset_of!(hipkern_list1_groups, n_tiles) - 32usize];
+    ["Offset of field: hipkern_list1_groups::tile_offsets"]
+        [::core::mem::offset_of!(hipkern_list1_groups, tile_offsets) - 40usize];
+    ["Offset of field: hipkern_list1_groups::tile_keys"]
+        [::core::mem::offset_of!(hipkern_list1_groups, tile_keys) - 48usize];
+    ["Offset of field: hipkern_list1_groups::tile_pairs"]
+        [::core::mem::offset_of!(hipkern_list1_groups, tile_pairs) - 56usize];
+    ["Offset of field: hipkern_list1_groups::pair_values"]
+        [::core::mem::offset_of!(hipkern_list1_groups, pair_values) - 64usize];
+};
+unsafe extern "C" {
+    #[doc = " List 1 of one chunk, case-grouped: the same values as\n hipkern_list1_evaluate, bit for bit, for the chunk's target rows\n out[target_begin · nq ..  target_end · nq) (other rows untouched), in two\n kernels on `stream`:\n   1. per tile, the block builds the tile's case matrix T(case, s, t)\n      once in shared memory (from the layout, as hipkern_list1_evaluate\n      reconstructs it) and computes, for every pair j of the tile,\n      acc_j(t) = sum over s in order of f[box_j · nq + s] · T(case, s, t)\n      (from 0, unfused) into pair_values[(j − pair_begin) · nq + t]; a\n      pair whose own case or table differs from its tile's key gets NaN\n      (never another case's values); a pair id outside the chunk is\n      skipped (nothing written out of bounds);\n   2. per target box i and point t, u = sum over its pairs j in list\n      order of (scale · acc_j(t) + disp_j), as hipkern_list1_evaluate.\n A case matrix is read by every pair of its tile, so each table entry is\n reconstructed once per tile instead of once per pair.\n Requires q^dim <= HIPKERN_LIST1_GROUPED_MAX_MODES. The entry point checks\n what hipkern_list1_evaluate checks, plus the chunk's ranges and pointers,\n and returns HIPKERN_ERROR_INVALID_ARGUMENT before launching anything."]
+    pub fn hipkern_list1_evaluate_grouped(
+        table: *const hipkern_list1_table,
+        pairs: *const hipkern_list1_pairs,
+        groups: *const hipkern_list1_groups,
+        source_values: *const f64,
+        out: *mut f64,
         stream: *mut ::core::ffi::c_void,
     ) -> i32;
 }

@@ -1,0 +1,198 @@
+//! The host side of List 1's case-grouped schedule
+//! (`hipkern_list1_evaluate_grouped`): the target boxes cut into chunks
+//! whose pair products fit a scratch bound, and each chunk's pairs grouped
+//! by key `table · n_cases + case` into tiles.
+//!
+//! A tile's pairs all read one case matrix `T(case, ·, ·)` of one table, so
+//! the device builds that matrix once per tile (in shared memory, from any
+//! layout) and applies it to every pair of the tile; the per-target sums
+//! then add the pair products in list order. The grouping changes which
+//! block computes a product, never a value: every product is the same
+//! ordered sum over the source modes, and every target's sum the same
+//! ordered sum over its pairs.
+
+/// Threads of one block of the products kernel and sums per thread per
+/// round (the kernel's `kGroupThreads`, `kGroupPairsPerThread`); a round
+/// takes `(256 / nq) · 8` pairs.
+const KERNEL_THREADS: usize = 256;
+const KERNEL_PAIRS_PER_THREAD: usize = 8;
+/// Rounds per tile: the case matrix is built once per up to this many
+/// rounds (its cost, `nq²` reconstructions, against `rounds · 8 · nq²`
+/// multiply-adds), while a tree's cases still give several tiles per SM.
+const ROUNDS_PER_TILE: usize = 4;
+
+/// One chunk: target boxes `targets`, their pairs `pairs`, tiles `tiles`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct GroupChunk {
+    pub targets: std::ops::Range<usize>,
+    pub pairs: std::ops::Range<usize>,
+    pub tiles: std::ops::Range<usize>,
+}
+
+/// Every chunk's tiles, concatenated: tile `k` holds the pair ids
+/// `tile_pairs[tile_offsets[k]..tile_offsets[k + 1]]` (ascending), all of
+/// key `tile_keys[k]`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PairGrouping {
+    pub chunks: Vec<GroupChunk>,
+    pub tile_offsets: Vec<u32>,
+    pub tile_keys: Vec<u32>,
+    pub tile_pairs: Vec<u32>,
+    /// The most pairs of any chunk: the scratch holds that many × `nq`.
+    pub max_chunk_pairs: usize,
+}
+
+/// Pairs per tile for `nq` values per box.
+pub(crate) fn tile_capacity(nq: usize) -> usize {
+    (KERNEL_THREADS / nq.max(1)).max(1) * KERNEL_PAIRS_PER_THREAD * ROUNDS_PER_TILE
+}
+
+/// Groups the pairs of CSR `starts` (`n_targets + 1` offsets), whose pair
+/// `j` has key `key(j) < n_keys`, into chunks of at most `max_chunk_pairs`
+/// pairs (a target with more pairs than that is a chunk alone) and tiles of
+/// at most `tile_max` pairs.
+pub(crate) fn group_pairs(
+    starts: &[u32],
+    n_keys: usize,
+    key: impl Fn(usize) -> usize,
+    max_chunk_pairs: usize,
+    tile_max: usize,
+) -> PairGrouping {
+    let n_targets = starts.len().saturating_sub(1);
+    let tile_max = tile_max.max(1);
+    let mut g = PairGrouping {
+        tile_offsets: vec![0],
+        ..PairGrouping::default()
+    };
+    let mut count = vec![0usize; n_keys];
+    let mut next = vec![0usize; n_keys];
+    let mut i0 = 0;
+    while i0 < n_targets {
+        let j0 = starts[i0] as usize;
+        let mut i1 = i0 + 1;
+        while i1 < n_targets && starts[i1 + 1] as usize - j0 <= max_chunk_pairs {
+            i1 += 1;
+        }
+        let j1 = starts[i1] as usize;
+        // Counting sort of the chunk's pairs by key (stable: ascending j).
+        count.iter_mut().for_each(|c| *c = 0);
+        for j in j0..j1 {
+            count[key(j)] += 1;
+        }
+        let base = g.tile_pairs.len();
+        let mut at = base;
+        for (k, &c) in count.iter().enumerate() {
+            next[k] = at;
+            at += c;
+        }
+        g.tile_pairs.resize(at, 0);
+        for j in j0..j1 {
+            let k = key(j);
+            g.tile_pairs[next[k]] = j as u32;
+            next[k] += 1;
+        }
+        let tile0 = g.tile_keys.len();
+        let mut at = base;
+        for (k, &c) in count.iter().enumerate() {
+            let mut left = c;
+            while left > 0 {
+                let n = left.min(tile_max);
+                at += n;
+                left -= n;
+                g.tile_keys.push(k as u32);
+                g.tile_offsets.push(at as u32);
+            }
+        }
+        g.max_chunk_pairs = g.max_chunk_pairs.max(j1 - j0);
+        g.chunks.push(GroupChunk {
+            targets: i0..i1,
+            pairs: j0..j1,
+            tiles: tile0..g.tile_keys.len(),
+        });
+        i0 = i1;
+    }
+    g
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    /// Every pair of every chunk in exactly one tile of its own key,
+    /// ascending within a tile, tiles within the bound, chunks within
+    /// theirs (unless one target alone exceeds it), chunks covering the
+    /// targets in order.
+    fn check(starts: &[u32], keys: &[usize], n_keys: usize, max_chunk: usize, tile_max: usize) {
+        let g = group_pairs(starts, n_keys, |j| keys[j], max_chunk, tile_max);
+        let n_targets = starts.len() - 1;
+        let mut next_target = 0;
+        for ch in &g.chunks {
+            assert_eq!(ch.targets.start, next_target);
+            assert!(ch.targets.end > ch.targets.start);
+            next_target = ch.targets.end;
+            assert_eq!(ch.pairs.start, starts[ch.targets.start] as usize);
+            assert_eq!(ch.pairs.end, starts[ch.targets.end] as usize);
+            assert!(ch.pairs.len() <= max_chunk || ch.targets.len() == 1);
+            assert!(ch.pairs.len() <= g.max_chunk_pairs);
+            let mut seen = vec![false; ch.pairs.len()];
+            for k in ch.tiles.clone() {
+                let (a, b) = (g.tile_offsets[k] as usize, g.tile_offsets[k + 1] as usize);
+                assert!(b > a && b - a <= tile_max, "tile {k}: {a}..{b}");
+                let ids = &g.tile_pairs[a..b];
+                assert!(ids.windows(2).all(|w| w[0] < w[1]));
+                for &j in ids {
+                    let j = j as usize;
+                    assert!(ch.pairs.contains(&j));
+                    assert_eq!(keys[j], g.tile_keys[k] as usize);
+                    assert!(!seen[j - ch.pairs.start], "pair {j} twice");
+                    seen[j - ch.pairs.start] = true;
+                }
+            }
+            assert!(seen.iter().all(|&s| s), "a pair of the chunk in no tile");
+        }
+        assert_eq!(next_target, n_targets);
+        assert_eq!(*g.tile_offsets.last().unwrap() as usize, g.tile_pairs.len());
+        assert_eq!(g.tile_pairs.len(), *starts.last().unwrap() as usize);
+    }
+
+    #[test]
+    fn every_pair_once_in_a_tile_of_its_key() {
+        let mut rng = SplitMix64::new(0x6c69_7374_3167);
+        for round in 0..200 {
+            let n_targets = rng.below(60);
+            let mut starts = vec![0u32];
+            for _ in 0..n_targets {
+                let n = rng.below(if round % 7 == 0 { 90 } else { 30 }) as u32;
+                starts.push(starts.last().unwrap() + n);
+            }
+            let n_keys = 1 + rng.below(40);
+            let n_pairs = *starts.last().unwrap() as usize;
+            let keys: Vec<usize> = (0..n_pairs).map(|_| rng.below(n_keys)).collect();
+            let max_chunk = 1 + rng.below(120);
+            let tile_max = 1 + rng.below(20);
+            check(&starts, &keys, n_keys, max_chunk, tile_max);
+        }
+    }
+
+    #[test]
+    fn empty_lists_and_one_chunk() {
+        check(&[0], &[], 3, 10, 4);
+        check(&[0, 0, 0], &[], 3, 10, 4);
+        let starts = [0u32, 3, 3, 7];
+        let keys = [2, 0, 2, 1, 1, 1, 2];
+        let g = group_pairs(&starts, 3, |j| keys[j], 100, 2);
+        assert_eq!(g.chunks.len(), 1);
+        assert_eq!(g.tile_keys, vec![0, 1, 1, 2, 2]);
+        assert_eq!(g.tile_pairs, vec![1, 3, 4, 5, 0, 2, 6]);
+        assert_eq!(g.tile_offsets, vec![0, 1, 3, 4, 6, 7]);
+        assert_eq!(g.max_chunk_pairs, 7);
+    }
+
+    #[test]
+    fn tile_capacity_is_whole_rounds() {
+        assert_eq!(tile_capacity(27), 9 * 8 * 4);
+        assert_eq!(tile_capacity(64), 4 * 8 * 4);
+        assert_eq!(tile_capacity(1), 256 * 8 * 4);
+    }
+}
