@@ -2,6 +2,11 @@
 // sum over its List 1 source boxes of the table entries times the source
 // values, scaled per source level, in one of three table layouts.
 //
+// hipkern_list1_evaluate_grouped (the case-grouped schedule, below
+// list1_group_products) launches two kernels per chunk: one case matrix per
+// tile of same-case pairs built in shared memory, the per-pair sums into a
+// scratch, then the per-target sums in list order.
+//
 // hipkern_list1_evaluate launches one kernel: list1_orbit_kernel<D, Q> for
 // ORBIT at q = Q ≤ 4 when every table's compact rows fit in shared memory,
 // else list1_kernel<D, LAYOUT>:
@@ -861,11 +866,10 @@ constexpr int kGroupThreads = 256;
 // started at +0 unchanged).
 template <int D>
 __device__ double group_orbit_entry(const OrbitCase &oc, const double *__restrict__ V, int q,
-                                    int s, int t) {
+                                    const uint8_t *sdig, const uint8_t *tdig) {
   const int q2 = q * q;
-  int td[3], sd[3];
-  digits<D>(t, q, td);
-  digits<D>(s, q, sd);
+  const int td[3] = {tdig[0], tdig[1], tdig[2]};
+  const int sd[3] = {sdig[0], sdig[1], sdig[2]};
   int sign = oc.sign0;
   int code[3] = {0, 0, 0};
 #pragma unroll
@@ -949,11 +953,13 @@ __device__ double group_fallback_entry(const hipkern_list1_table &tab, const uin
 
 // Shared memory of list1_group_products: [Tc nq² f64] [F rounds·stride f64]
 // [pair ids rounds u32] [source boxes rounds u32] [key ok rounds u8]
-// [layout scratch]. rounds = G · kGroupPairsPerThread, stride = nq | 1.
+// [digits nq × 3 u8] [layout scratch]. rounds = G · kGroupPairsPerThread,
+// stride = nq | 1.
 __host__ __device__ inline size_t group_products_shared(int nq, int groups) {
   const size_t rounds = static_cast<size_t>(groups) * kGroupPairsPerThread;
   const size_t stride = static_cast<size_t>(nq | 1);
-  size_t b = static_cast<size_t>(nq) * nq * 8 + rounds * stride * 8 + rounds * 9;
+  size_t b = static_cast<size_t>(nq) * nq * 8 + rounds * stride * 8 + rounds * 9 +
+             3 * static_cast<size_t>(nq);
   b = (b + 15) / 16 * 16;
   return b + sizeof(OrbitCase) + HIPKERN_LIST1_MAX_TRANSFORMS + 16;
 }
@@ -971,8 +977,9 @@ __global__ void __launch_bounds__(kGroupThreads)
   uint32_t *pid = reinterpret_cast<uint32_t *>(F + static_cast<size_t>(rounds) * stride);
   uint32_t *pbox = pid + rounds;
   uint8_t *pok = reinterpret_cast<uint8_t *>(pbox + rounds);
+  uint8_t *dig = pok + rounds;  // digits of every mode index (ORBIT)
   size_t off = static_cast<size_t>(nq) * nq * 8 + static_cast<size_t>(rounds) * stride * 8 +
-               static_cast<size_t>(rounds) * 9;
+               static_cast<size_t>(rounds) * 9 + 3 * static_cast<size_t>(nq);
   off = (off + 15) / 16 * 16;
   unsigned char *extra = reinterpret_cast<unsigned char *>(smem_d) + off;
   OrbitCase *soc = reinterpret_cast<OrbitCase *>(extra);
@@ -984,6 +991,17 @@ __global__ void __launch_bounds__(kGroupThreads)
   const int t = tid - g * nq;
   const int n_cases = tab.n_cases;
   const int64_t n_rows = tab.n_rows;
+  // The digits of every mode index (axis 0 slowest), once per block: the
+  // ORBIT entries read them instead of dividing by q (read after the
+  // first tile's barriers).
+  if (LAYOUT == HIPKERN_LIST1_ORBIT)
+    for (int m = tid; m < nq; m += blockDim.x) {
+      int d[3];
+      digits<D>(m, tab.q, d);
+      dig[3 * m] = static_cast<uint8_t>(d[0]);
+      dig[3 * m + 1] = static_cast<uint8_t>(d[1]);
+      dig[3 * m + 2] = static_cast<uint8_t>(d[2]);
+    }
   for (int64_t k = blockIdx.x; k < gr.n_tiles; k += gridDim.x) {
     const uint32_t a = gr.tile_offsets[k], b = gr.tile_offsets[k + 1];
     const uint32_t key = gr.tile_keys[k];
@@ -1014,7 +1032,7 @@ __global__ void __launch_bounds__(kGroupThreads)
       if (LAYOUT == HIPKERN_LIST1_DENSE) {
         v = V[(static_cast<size_t>(c) * nq + s) * nq + tt];
       } else if (LAYOUT == HIPKERN_LIST1_ORBIT) {
-        v = group_orbit_entry<D>(*soc, V + soc->base, tab.q, s, tt);
+        v = group_orbit_entry<D>(*soc, V + soc->base, tab.q, dig + 3 * s, dig + 3 * tt);
       } else if (tab.n_resolve_orbits > 0) {
         const int h = tab.resolve_case_transform[c];
         const uint16_t *qh = tab.transform_qpoint_map + static_cast<size_t>(h) * nq;

@@ -926,6 +926,10 @@ fn list1_cpu_potential_checked_from_the_files() {
             "--backend",
         ),
         (&["--tree", "uniform:2", "--batch", "7"][..], "--batch"),
+        (
+            &["--tree", "uniform:2", "--schedule", "sideways"][..],
+            "--schedule",
+        ),
     ] {
         let mut a = vec!["list1", "--dim", "2", "--q", "2", "--kernel", "laplace"];
         a.extend(extra);
@@ -993,7 +997,7 @@ fn list1_device_backend_fails_cleanly_without_a_device() {
 /// trees (2D q = 3 Laplace, 3D q = 2 Yukawa per level, 2D q = 2
 /// directional derivative without ORBIT): the printed difference from the
 /// CPU evaluator is ≤ 1e−13 relative, and `--out` is the same file for
-/// batch 1 and 32.
+/// the per-target schedule at batch 1 and 32 and the grouped schedule.
 #[test]
 #[ignore = "needs a GPU"]
 fn list1_device_backend_matches_the_cpu_evaluator() {
@@ -1030,8 +1034,8 @@ fn list1_device_backend_matches_the_cpu_evaluator() {
     for (flags, tree, layouts) in cases {
         for layout in layouts {
             let mut outs = Vec::new();
-            for batch in ["1", "32"] {
-                let out = format!("u-{layout}-{batch}.npy");
+            for (batch, schedule) in [("1", "per-target"), ("32", "per-target"), ("1", "grouped")] {
+                let out = format!("u-{layout}-{batch}-{schedule}.npy");
                 let mut a = vec!["list1"];
                 a.extend(flags);
                 a.extend([
@@ -1043,6 +1047,8 @@ fn list1_device_backend_matches_the_cpu_evaluator() {
                     "device",
                     "--batch",
                     batch,
+                    "--schedule",
+                    schedule,
                     "--out",
                     &out,
                 ]);
@@ -1054,11 +1060,19 @@ fn list1_device_backend_matches_the_cpu_evaluator() {
                 let rel: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
                 assert!(rel <= 1e-13, "{flags:?} {layout} {batch}: {line}");
                 assert!(report.contains("backend device"), "{report}");
+                assert!(
+                    report.contains(&format!("schedule {schedule},")),
+                    "{report}"
+                );
                 outs.push(std::fs::read(d.join(&out)).unwrap());
             }
             assert_eq!(
                 outs[0], outs[1],
                 "{flags:?} {layout}: batch 1 and 32 differ"
+            );
+            assert_eq!(
+                outs[0], outs[2],
+                "{flags:?} {layout}: the grouped schedule differs"
             );
         }
     }

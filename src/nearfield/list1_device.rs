@@ -42,6 +42,27 @@
 //!   the hash; [`List1Payload::without_fallback_resolution`] keeps the pure
 //!   descriptor path. Both give the same rows and signs, so the same bits.
 //!
+//! # Schedules ([`List1Schedule`])
+//!
+//! - `CaseGrouped` (the default where `q^d ≤` [`MAX_GROUPED_MODES`]):
+//!   [`List1Evaluator::plan`] also groups each chunk's pairs by (table,
+//!   case) into tiles (host counting sort, `list1_grouping.rs`); on the
+//!   device a block builds its tile's case matrix `T(case, ·, ·)` once in
+//!   shared memory, whatever the layout, and applies it to every pair of
+//!   the tile, writing the per-pair sums `acc_j(t)` to the plan's scratch;
+//!   a second kernel adds them per target in list order. The layouts differ
+//!   only in how the matrix is built, once per tile, so ORBIT and the
+//!   fallback run at dense's speed with their small tables. The scratch
+//!   holds one chunk's `pairs × q^d` float64; chunks are cut so it stays
+//!   under [`List1Evaluator::set_pair_scratch_bytes`] (default
+//!   [`DEFAULT_PAIR_SCRATCH_BYTES`]).
+//! - `PerTarget`: one kernel, target boxes over the grid, each lane reading
+//!   every entry it needs from the layout; `list1_target_batch_size` lanes
+//!   per box. No scratch.
+//!
+//! Both compute every `acc_j(t)` as the same ordered sum and every target's
+//! sum in list order, so they give the same bits (tested).
+//!
 //! Per-level tables (Yukawa) are uploaded side by side (`n_tables` blocks
 //! of rows, one addressing: same kernel and `q`).
 //!
@@ -51,7 +72,8 @@
 //! is uploaded, its byte counts, and the entry each layout reconstructs),
 //! [`List1Evaluator::new`] uploads one, [`List1Evaluator::plan`] validates
 //! a tree's boxes and lists on the host and uploads them
-//! ([`List1DevicePlan`]), and [`List1Evaluator::evaluate_into`] launches on
+//! ([`List1DevicePlan`], with its tiles), and
+//! [`List1Evaluator::evaluate_into`] launches on
 //! a stream into a caller's device buffer; [`List1Evaluator::evaluate`] does
 //! all of it from host slices into a `Vec`.
 //!

@@ -16,9 +16,12 @@
 /// takes `(256 / nq) · 8` pairs.
 const KERNEL_THREADS: usize = 256;
 const KERNEL_PAIRS_PER_THREAD: usize = 8;
-/// Rounds per tile: the case matrix is built once per up to this many
-/// rounds (its cost, `nq²` reconstructions, against `rounds · 8 · nq²`
-/// multiply-adds), while a tree's cases still give several tiles per SM.
+/// Rounds per tile: the case matrix is built once per tile (its cost,
+/// `nq²` reconstructions, against `pairs · nq²` multiply-adds), while a
+/// tree's cases still give several tiles per SM. Measured on the H200
+/// (benches/RESULTS.md): 4 rounds (288 pairs at 3D q = 3, 128 at q = 4)
+/// against 8·nq and 16·nq pairs per tile: as fast for ORBIT, up to 1.3×
+/// faster for dense at q = 4 (fewer, longer tiles leave SMs idle at the end).
 const ROUNDS_PER_TILE: usize = 4;
 
 /// One chunk: target boxes `targets`, their pairs `pairs`, tiles `tiles`.
@@ -193,6 +196,7 @@ mod tests {
     fn tile_capacity_is_whole_rounds() {
         assert_eq!(tile_capacity(27), 9 * 8 * 4);
         assert_eq!(tile_capacity(64), 4 * 8 * 4);
+        assert_eq!(tile_capacity(16), 16 * 8 * 4);
         assert_eq!(tile_capacity(1), 256 * 8 * 4);
     }
 }
