@@ -444,9 +444,10 @@ typedef enum hipkern_list1_layout {
  *   (n_transforms x nq), transform_case_map (n_transforms x n_cases),
  *   transform_signs (n_transforms), the open-addressed representative
  *   lookup (lookup_size slots, a power of two, keys full ids with
- *   0xFFFFFFFF empty, rows the compact rows; every lookup probes exactly
- *   probe_count slots of the Fibonacci hash (id * 0x9E3779B1) >> (32 -
- *   log2 lookup_size)), and the sparse sign corrections (n_sign_lookup full
+ *   0xFFFFFFFF empty, rows the compact rows; a lookup probes at most
+ *   probe_count slots, stopping at the match, of the Fibonacci hash
+ *   (id * 0x9E3779B1) >> (32 - log2 lookup_size)), and the sparse sign
+ *   corrections (n_sign_lookup full
  *   ids, ascending, with their signs). Optional, derived from those at plan
  *   time (n_resolve_orbits 0: none; fallback.rs FallbackResolution):
  *   resolve_case_orbit and resolve_case_transform (n_cases: the case orbit

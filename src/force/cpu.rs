@@ -91,9 +91,11 @@ pub fn assemble_reference_f64<T: Real, I: EdgeIndex>(
     Ok(Assembly { force, virial })
 }
 
-/// The segment reduction over a plan, as the device does it: per row, the
-/// dst segment then the src segment, 12 float64 accumulators, the outer
-/// product recomputed per edge. Parallel over rows with std threads;
+/// The segment reduction over a plan, in the device's structure: per row,
+/// the dst segment then the src segment, 12 float64 accumulators, the outer
+/// product recomputed per edge. It agrees with the device to rounding, not
+/// bit for bit: the device splits a long row among up to 32 lanes and adds
+/// the src sum to the dst sum at the end. Parallel over rows with std threads;
 /// bitwise identical for any thread count (each row is summed by one thread
 /// in a fixed order).
 pub fn assemble_with_plan<T: Real>(

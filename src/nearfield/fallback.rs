@@ -22,9 +22,10 @@
 //!   warp-uniform. The entry's value is `sign(g*) · T[representative]`.
 //! - `representative_lookup`: an open-addressed hash (linear probing,
 //!   power-of-two size at least twice the representatives, Fibonacci
-//!   hash) from representative full id to compact row; every lookup
-//!   probes exactly `probe_count` slots, the longest displacement found
-//!   while filling it, plus one.
+//!   hash) from representative full id to compact row; a lookup probes
+//!   at most `probe_count` slots (the longest displacement found while
+//!   filling it, plus one), stopping at the match, so a missing key costs
+//!   exactly that bound and never more.
 //! - `sign_lookup`: sparse `(full id, sign)` corrections, sorted by id,
 //!   for entries whose generated sign differs from the dense oracle's
 //!   `canonical_scales`. That only happens in orbits that are zero by

@@ -10,6 +10,9 @@
 //! `hip/cpu_stub.c`) and return `HIPKERN_ERROR_NO_TOOLCHAIN`.
 #![allow(non_camel_case_types, non_upper_case_globals, non_snake_case)]
 #![allow(clippy::all)]
+// The bindings carry the header's C comments as docs; their `a[i]` index
+// notation is not a rustdoc link.
+#![allow(rustdoc::broken_intra_doc_links)]
 
 #[cfg(not(feature = "bindgen"))]
 mod bindings;
