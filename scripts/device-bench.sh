@@ -5,9 +5,31 @@
 # list1, psf_sink), and writes under $HIPKERN_BENCH_OUT (default
 # .device/out) each bench's output and RESULTS-rows.md, the dated sections
 # (GPU, driver, commit) for benches/RESULTS.md.
+#
+#   scripts/device-bench.sh --merge RESULTS-rows.md
+#
+# (here, once the rows are back) puts those sections into benches/RESULTS.md
+# ahead of the older ones (newest first), after its introduction, and
+# builds nothing; the commentary under each section is still the author's.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+if [ "${1:-}" = "--merge" ]; then
+  rows="${2:?device-bench: --merge needs the RESULTS-rows.md file}"
+  [ -s "$rows" ] || { echo "device-bench: $rows is missing or empty" >&2; exit 2; }
+  grep -q '^## ' "$rows" || { echo "device-bench: $rows has no '## ' section" >&2; exit 2; }
+  python3 - "$rows" benches/RESULTS.md <<'PY'
+import sys
+rows, results = sys.argv[1], sys.argv[2]
+new = open(rows, encoding="utf-8").read().rstrip("\n") + "\n\n"
+old = open(results, encoding="utf-8").read()
+at = old.find("\n## ")
+head, rest = (old, "") if at < 0 else (old[: at + 1], old[at + 1 :])
+open(results, "w", encoding="utf-8").write(head.rstrip("\n") + "\n\n" + new + rest)
+print("merged %d section(s) into %s" % (new.count("\n## ") + new.startswith("## "), results))
+PY
+  exit 0
+fi
 # shellcheck source=scripts/nvidia-build.sh
 . "$ROOT/scripts/nvidia-build.sh"
 rm -rf .device/benches && mkdir -p .device/benches
