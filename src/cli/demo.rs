@@ -114,21 +114,9 @@ fn bar(len: u64, msg: &str) -> ProgressBar {
     pb
 }
 
+/// The relative max-norm difference ([`super::max_difference`]).
 fn rel_max(got: &[f64], want: &[f64]) -> f64 {
-    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    let diff = got
-        .iter()
-        .zip(want)
-        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
-    // NaN anywhere (a value the device did not write) is an error, not 0.
-    if got.iter().any(|v| !v.is_finite()) {
-        return f64::INFINITY;
-    }
-    if scale > 0.0 {
-        diff / scale
-    } else {
-        diff
-    }
+    super::max_difference(got, want).1
 }
 
 /// Step 1: the table, from the cache or built.

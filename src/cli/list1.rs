@@ -255,15 +255,12 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
     };
     lines.push(backend_line);
     let (max, two) = norms(&u);
-    let (ref_max, _) = norms(&reference);
-    let diff = u
-        .iter()
-        .zip(&reference)
-        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    // A value the device left unwritten (NaN) reads as an infinite
+    // difference, never as agreement.
+    let (diff, rel) = super::max_difference(&u, &reference);
     lines.push(format!("norm: max {max:.16e}, 2-norm {two:.16e}"));
     lines.push(format!(
-        "difference from the CPU evaluator ({cpu_seconds:.3} s): max abs {diff:.3e}, relative (max-norm) {:.3e}",
-        if ref_max > 0.0 { diff / ref_max } else { diff }
+        "difference from the CPU evaluator ({cpu_seconds:.3} s): max abs {diff:.3e}, relative (max-norm) {rel:.3e}"
     ));
     if let Some(path) = &a.tree_out {
         let extents: Vec<f64> = (0..n).map(|b| tree.box_extent(b)).collect();

@@ -55,3 +55,35 @@ impl From<hipkern::Error> for Failure {
         }
     }
 }
+
+/// `(max |got − want|, that over max |want|)` (the plain difference where
+/// `want` is all 0). A value of `got` that is not finite gives ∞ for both:
+/// a poisoned value the device did not write must not read as agreement
+/// (`f64::max` would drop a NaN).
+pub(crate) fn max_difference(got: &[f64], want: &[f64]) -> (f64, f64) {
+    if got.len() != want.len() || got.iter().any(|v| !v.is_finite()) {
+        return (f64::INFINITY, f64::INFINITY);
+    }
+    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let diff = got
+        .iter()
+        .zip(want)
+        .fold(0.0f64, |m, (a, b)| m.max((a - b).abs()));
+    (diff, if scale > 0.0 { diff / scale } else { diff })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::max_difference;
+
+    #[test]
+    fn a_poisoned_value_is_no_agreement() {
+        assert_eq!(max_difference(&[1.0, 2.0], &[1.0, 2.5]), (0.5, 0.2));
+        assert_eq!(max_difference(&[0.0], &[0.0]), (0.0, 0.0));
+        assert_eq!(max_difference(&[1e-3], &[0.0]), (1e-3, 1e-3));
+        let inf = (f64::INFINITY, f64::INFINITY);
+        assert_eq!(max_difference(&[1.0, f64::NAN], &[1.0, 2.0]), inf);
+        assert_eq!(max_difference(&[f64::NAN, 2.0], &[1.0, 2.0]), inf);
+        assert_eq!(max_difference(&[1.0], &[1.0, 2.0]), inf);
+    }
+}
