@@ -1377,7 +1377,8 @@ int32_t launch_grouped(const hipkern_list1_table &tab, const hipkern_list1_pairs
   if (LAYOUT == HIPKERN_LIST1_FALLBACK)
     while ((1u << bits) < tab.lookup_size) ++bits;
   (void)hipGetLastError();  // a stale error must not be reported as ours
-  if (gr.n_tiles > 0) {
+  // No pairs: no products to write (and no table read).
+  if (gr.n_tiles > 0 && gr.pair_end > gr.pair_begin) {
     const int groups = kGroupThreads / nq;
     const size_t shmem = group_products_shared(nq, groups);
     const int32_t e =
@@ -1451,7 +1452,13 @@ int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *table,
   if (nq > HIPKERN_LIST1_GROUPED_MAX_MODES) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (g.target_begin < 0 || g.target_begin > g.target_end || g.target_end > p.n_targets ||
       g.pair_begin < 0 || g.pair_begin > g.pair_end || g.pair_end > p.n_pairs ||
-      g.pair_end > 0xFFFFFFFFll || g.n_tiles < 0 || g.pair_end - g.pair_begin > INT64_MAX / nq)
+      g.pair_end > HIPKERN_LIST1_GROUPED_MAX_PAIRS || g.n_tiles < 0 ||
+      g.pair_end - g.pair_begin > INT64_MAX / nq)
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  // The products kernel's shared memory (49,984 bytes at q^dim = 64) must
+  // fit the device's limit per block.
+  if (group_products_shared(static_cast<int>(nq), kGroupThreads / static_cast<int>(nq)) >
+      static_cast<size_t>(shared_limit()))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (g.n_tiles > 0 && (!g.tile_offsets || !g.tile_keys || !g.tile_pairs || !g.pair_values))
     return HIPKERN_ERROR_INVALID_ARGUMENT;

@@ -930,6 +930,17 @@ fn list1_cpu_potential_checked_from_the_files() {
             &["--tree", "uniform:2", "--schedule", "sideways"][..],
             "--schedule",
         ),
+        (
+            &[
+                "--tree",
+                "uniform:2",
+                "--schedule",
+                "grouped",
+                "--backend",
+                "cpu",
+            ][..],
+            "--schedule",
+        ),
     ] {
         let mut a = vec!["list1", "--dim", "2", "--q", "2", "--kernel", "laplace"];
         a.extend(extra);

@@ -555,18 +555,24 @@ int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_l
 /** Largest q^dim the case-grouped schedule takes (its case matrix and a
  * round of source vectors in one block's shared memory). */
 #define HIPKERN_LIST1_GROUPED_MAX_MODES 64
+/** Largest pair count (pair_end) of the case-grouped schedule: pair ids
+ * and a tile's rounds stay below 2^32. */
+#define HIPKERN_LIST1_GROUPED_MAX_PAIRS 0xFFFF0000ll
 
 /**
  * One chunk of the case-grouped schedule (hipkern_list1_evaluate_grouped),
  * device pointers except the counts. The chunk is the target boxes
  * target_begin .. target_end and their pairs pair_begin .. pair_end
  * (pair_begin = source_starts[target_begin], pair_end =
- * source_starts[target_end]). Its pairs are grouped by key = table ·
- * n_cases + case (table = level_table[box_levels[source box]]): tile k
- * holds the pair ids tile_pairs[tile_offsets[k] .. tile_offsets[k + 1]]
- * (each in pair_begin .. pair_end, every pair of the chunk in exactly one
- * tile), all of key tile_keys[k]. pair_values: scratch of (pair_end −
- * pair_begin) x nq float64, overwritten.
+ * source_starts[target_end] <= HIPKERN_LIST1_GROUPED_MAX_PAIRS). Its pairs
+ * are grouped by key = table · n_cases + case (table =
+ * level_table[box_levels[source box]]): tile k holds the pair ids
+ * tile_pairs[tile_offsets[k] .. tile_offsets[k + 1]] (tile_offsets: n_tiles
+ * + 1 ascending absolute indices into tile_pairs; each id in pair_begin ..
+ * pair_end, every pair of the chunk in exactly one tile: a pair in no tile
+ * is not detected, its target would read stale scratch), all of key
+ * tile_keys[k]. pair_values: scratch of (pair_end − pair_begin) x nq
+ * float64, overwritten when the chunk has pairs.
  */
 typedef struct hipkern_list1_groups {
   int64_t target_begin;
@@ -597,9 +603,14 @@ typedef struct hipkern_list1_groups {
  *      order of (scale · acc_j(t) + disp_j), as hipkern_list1_evaluate.
  * A case matrix is read by every pair of its tile, so each table entry is
  * reconstructed once per tile instead of once per pair.
- * Requires q^dim <= HIPKERN_LIST1_GROUPED_MAX_MODES. The entry point checks
- * what hipkern_list1_evaluate checks, plus the chunk's ranges and pointers,
- * and returns HIPKERN_ERROR_INVALID_ARGUMENT before launching anything.
+ * Bitwise the per-target result for finite source values (an entry zero
+ * by symmetry enters as f · 0 here, as in DENSE; the per-target ORBIT path
+ * skips it, which differs only for an infinite or NaN f).
+ * Requires q^dim <= HIPKERN_LIST1_GROUPED_MAX_MODES and the products
+ * kernel's shared memory (49,984 bytes at q^dim = 64) within the device's
+ * limit per block. The entry point checks those, what
+ * hipkern_list1_evaluate checks, and the chunk's ranges and pointers, and
+ * returns HIPKERN_ERROR_INVALID_ARGUMENT before launching anything.
  */
 int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *table,
                                        const hipkern_list1_pairs *pairs,

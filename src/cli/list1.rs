@@ -169,6 +169,20 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
                 .map_err(|e| Failure::bad_input(format!("--schedule: {e}")))?,
         ),
     };
+    if schedule.is_some() && !on_device {
+        return Err(Failure::bad_input(
+            "--schedule is the device's (--backend device); the CPU evaluator has none",
+        ));
+    }
+    let n_modes = q.pow(kernel.dim() as u32);
+    if schedule == Some(hipkern::nearfield::List1Schedule::CaseGrouped)
+        && n_modes > hipkern::nearfield::MAX_GROUPED_MODES
+    {
+        return Err(Failure::bad_input(format!(
+            "--schedule grouped takes q^D <= {}; q^D is {n_modes} (use per-target)",
+            hipkern::nearfield::MAX_GROUPED_MODES
+        )));
+    }
     if layout == LayoutFlag::Orbit {
         // Refused before any work: the arithmetic path models scalar and
         // axis-derivative groups only.

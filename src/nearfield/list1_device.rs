@@ -61,7 +61,10 @@
 //!   per box. No scratch.
 //!
 //! Both compute every `acc_j(t)` as the same ordered sum and every target's
-//! sum in list order, so they give the same bits (tested).
+//! sum in list order, so they give the same bits for finite source values
+//! (tested; an entry that is zero by symmetry enters the grouped sums as
+//! `f·0`, as in the dense layout, where the per-target ORBIT path skips
+//! it, so an infinite or NaN device value can differ).
 //!
 //! Per-level tables (Yukawa) are uploaded side by side (`n_tables` blocks
 //! of rows, one addressing: same kernel and `q`).
@@ -740,7 +743,13 @@ impl std::fmt::Debug for List1Evaluator {
 }
 
 /// The validated boxes and lists of one tree for one evaluator, on its
-/// device ([`List1Evaluator::plan`]).
+/// device ([`List1Evaluator::plan`]), with the case-grouped schedule's
+/// tiles and, after its first grouped evaluation, its scratch.
+///
+/// The scratch is the plan's: evaluations of one plan in the grouped
+/// schedule on different streams must be ordered by the caller (an event
+/// between them), or one overwrites the pair products the other is still
+/// summing. Use one plan per stream to run them concurrently.
 pub struct List1DevicePlan {
     evaluator: u64,
     device: usize,
@@ -1154,6 +1163,14 @@ impl List1Evaluator {
                 self.launch(stream, plan, source_values.as_ptr(), out.as_mut_ptr())
             },
             List1Schedule::CaseGrouped => {
+                if plan.n_pairs as u64 > sys::HIPKERN_LIST1_GROUPED_MAX_PAIRS as u64 {
+                    return bad(format!(
+                        "the grouped schedule takes at most {} pairs; this plan has {} (use \
+                         the per-target schedule)",
+                        sys::HIPKERN_LIST1_GROUPED_MAX_PAIRS,
+                        plan.n_pairs
+                    ));
+                }
                 let g = &mut plan.groups;
                 let need = g.max_chunk_pairs * nq;
                 if g.scratch.as_ref().is_none_or(|b| b.len() < need) {
