@@ -7,9 +7,10 @@
 //! The CPU float64 evaluator (`evaluate_list1`) is the reference. With a
 //! device (`Device::new(0)` succeeds) the device evaluator
 //! (`List1Evaluator`) runs in the dense layout and in the arithmetic ORBIT
-//! layout (compact rows, no full-entry maps on the device), batch sizes 1
-//! and 32, each compared with the reference (the kernel is specified to be
-//! bitwise the CPU's). Without one, the CPU result alone. Either way the
+//! layout (compact rows, no full-entry maps on the device), in the
+//! per-target schedule at batch sizes 1 and 32 and in the case-grouped
+//! schedule (the default), each compared with the reference (the kernels
+//! are specified to be bitwise the CPU's). Without one, the CPU result alone. Either way the
 //! table is checked against a closed form: the self case's entries summed
 //! over the source modes at the box centre are the potential of the unit
 //! cube at its centre, (3 ln(2+√3) − π/2)/(4π).
@@ -20,7 +21,7 @@
 //! fails.
 use hipkern::nearfield::{
     evaluate_list1, BalancedTree, EntryQuadrature, Kernel, List1Evaluator, List1Layout,
-    List1ReducedTables, List1Tables, RandomTreeConfig, ReducedTable,
+    List1ReducedTables, List1Schedule, List1Tables, RandomTreeConfig, ReducedTable,
 };
 use hipkern::{Device, Result};
 use std::f64::consts::PI;
@@ -124,15 +125,22 @@ fn run() -> Result<bool> {
                 )?,
             ];
             for mut ev in evaluators {
-                for batch in [1, 32] {
+                let runs = [
+                    (List1Schedule::PerTarget, 1),
+                    (List1Schedule::PerTarget, 32),
+                    (List1Schedule::CaseGrouped, 1),
+                ];
+                for (schedule, batch) in runs {
+                    ev.set_schedule(schedule)?;
                     ev.set_target_batch_size(batch)?;
                     let got = ev.evaluate(&stream, &boxes, &density)?;
                     let (err, bitwise) = compare(&got, &want);
                     let good = err <= TOL;
                     ok &= good;
                     println!(
-                        "  device {:<5} batch {batch:>2} ({:>7} bytes uploaded): rel err {err:.2e}, bitwise equal: {}  {}",
+                        "  device {:<5} {:<10} batch {batch:>2} ({:>7} bytes uploaded): rel err {err:.2e}, bitwise equal: {}  {}",
                         ev.layout().name(),
+                        schedule.name(),
                         ev.upload_bytes().total(),
                         if bitwise { "yes" } else { "no" },
                         if good { "ok" } else { "MISMATCH" }
