@@ -653,6 +653,22 @@ fn parallel_sink_is_bitwise_the_serial_reference() {
     let cmp = par.image().compare(serial.image()).unwrap();
     cmp.accept(1e-10).unwrap();
     assert_eq!(cmp.max_abs, 0.0);
+    // Its text (the CLI's check line and the example print it).
+    let text = format!(
+        "max_abs {:e} (peak {:e}), max_rel {:e}, flux rel R {:e} G {:e} B {:e} Y {:e}, \
+         non-finite {}, zero mismatches {}",
+        cmp.max_abs,
+        cmp.peak,
+        cmp.max_rel,
+        cmp.flux_rel[0],
+        cmp.flux_rel[1],
+        cmp.flux_rel[2],
+        cmp.flux_rel[3],
+        cmp.nonfinite,
+        cmp.zero_mismatches
+    );
+    assert_eq!(cmp.to_string(), text);
+    assert!(format!("{cmp:.2}").contains(&format!("(peak {:.2e})", cmp.peak)));
     // Flux: each event deposits at most flux·(1 − 0) and, inside, ≥ flux·(1 − tail − blend).
     let sums = serial.image().sums();
     assert!(sums.r.is_finite() && sums.y > 0.0);

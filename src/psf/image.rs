@@ -236,6 +236,34 @@ pub struct Comparison {
     pub flux_rel: [f64; 4],
 }
 
+/// `max_abs … (peak …), max_rel …, flux rel R … G … B … Y …, non-finite
+/// N, zero mismatches M`, every number in `{:e}` form (precision as the
+/// formatter's, e.g. `{:.2}`).
+impl std::fmt::Display for Comparison {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let e = |f: &mut std::fmt::Formatter<'_>, x: f64| match f.precision() {
+            Some(p) => write!(f, "{x:.p$e}"),
+            None => write!(f, "{x:e}"),
+        };
+        f.write_str("max_abs ")?;
+        e(f, self.max_abs)?;
+        f.write_str(" (peak ")?;
+        e(f, self.peak)?;
+        f.write_str("), max_rel ")?;
+        e(f, self.max_rel)?;
+        f.write_str(", flux rel")?;
+        for (name, v) in ["R", "G", "B", "Y"].iter().zip(self.flux_rel) {
+            write!(f, " {name} ")?;
+            e(f, v)?;
+        }
+        write!(
+            f,
+            ", non-finite {}, zero mismatches {}",
+            self.nonfinite, self.zero_mismatches
+        )
+    }
+}
+
 impl Comparison {
     /// SPEC §7's acceptance with tolerance `tol` (1e−10 there): every value
     /// finite, the same zero pattern, `max_rel < tol`,
