@@ -23,8 +23,7 @@
 //! longer list write partial sums into consecutive slots (numbered across
 //! the chunk in task order) that a merge adds in segment order.
 use super::event::StarEvent;
-use super::support::{anchor_phase, row_span};
-use super::CACHE_RADIUS;
+use super::reference::{clip_span, place};
 
 /// Most references one accumulation task takes.
 pub const SEGMENT: usize = hipkern_sys::HIPKERN_PSF_SEGMENT as usize;
@@ -64,7 +63,7 @@ pub fn tile_count(width: usize, height: usize, tile: usize) -> usize {
 /// Calls `f(tile index)` once for every tile of side `tile` holding one of
 /// the event's in-image support pixels, bands in ascending order, tiles
 /// ascending within a band (the device's `for_each_tile`). The event must
-/// fit the cache (its offsets within ±[`CACHE_RADIUS`]).
+/// fit the cache (its offsets within ±[`CACHE_RADIUS`](super::CACHE_RADIUS)).
 pub fn for_each_tile(
     e: &StarEvent,
     width: usize,
@@ -72,48 +71,22 @@ pub fn for_each_tile(
     tile: usize,
     mut f: impl FnMut(u32),
 ) {
-    let (w, h) = (width as f64, height as f64);
-    let s = e.support;
-    if e.x + s + 1.0 < 0.0 || e.x - s - 1.0 > w || e.y + s + 1.0 < 0.0 || e.y - s - 1.0 > h {
+    // The in-image rows (and the clearly-outside test) as the CPU sink
+    // places the event.
+    let Some((p, _)) = place(e, width, height) else {
         return;
-    }
-    let (ax, fx) = anchor_phase(e.x);
-    let (ay, fy) = anchor_phase(e.y);
-    let r = CACHE_RADIUS as i64;
-    let (wi, hi_) = (width as i64, height as i64);
-    // Per row offset: the unclipped span, and the in-image box.
-    let mut spans = [None; 2 * CACHE_RADIUS + 1];
-    let (mut py_lo, mut py_hi) = (i64::MAX, i64::MIN);
-    for oy in -r..=r {
-        let Some((lo, hi)) = row_span(fx, fy, s, oy) else {
-            continue;
-        };
-        spans[(oy + r) as usize] = Some((lo, hi));
-        let py = ay + oy;
-        let a = (ax + lo).max(0);
-        let b = (ax + hi).min(wi - 1);
-        if py >= 0 && py < hi_ && a <= b {
-            py_lo = py_lo.min(py);
-            py_hi = py_hi.max(py);
-        }
-    }
-    if py_lo > py_hi {
-        return;
-    }
+    };
+    let (py_lo, py_hi) = (p.ay + p.oy_lo, p.ay + p.oy_hi);
     let t = tile as i64;
     let ntx = width.div_ceil(tile) as i64;
     for ty in py_lo / t..=py_hi / t {
         let b_lo = (ty * t).max(py_lo);
         let b_hi = (ty * t + t - 1).min(py_hi);
-        let oy = 0i64.clamp(b_lo - ay, b_hi - ay);
-        let Some((lo, hi)) = spans[(oy + r) as usize] else {
+        // The band's columns are those of its row nearest the anchor row.
+        let oy = 0i64.clamp(b_lo - p.ay, b_hi - p.ay);
+        let Some((a, b)) = clip_span(p.fx, p.fy, p.s, oy, p.ax, width) else {
             continue;
         };
-        let a = (ax + lo).max(0);
-        let b = (ax + hi).min(wi - 1);
-        if a > b {
-            continue;
-        }
         for tx in a / t..=b / t {
             f((ty * ntx + tx) as u32);
         }
@@ -190,6 +163,8 @@ pub fn bin_chunk(events: &[StarEvent], width: usize, height: usize, tile: usize)
 
 #[cfg(test)]
 mod tests {
+    use super::super::support::{anchor_phase, row_span};
+    use super::super::CACHE_RADIUS;
     use super::*;
     use crate::rng::SplitMix64;
     use std::collections::BTreeSet;

@@ -73,19 +73,20 @@ pub struct SinkStats {
 /// An event reduced to what the pixel loops need, with its support rows
 /// clipped to the image (offsets from the anchor).
 #[derive(Clone, Copy, Debug)]
-struct Placed {
-    ax: i64,
-    ay: i64,
-    fx: f64,
-    fy: f64,
-    s: f64,
-    oy_lo: i64,
-    oy_hi: i64,
+pub(super) struct Placed {
+    pub(super) ax: i64,
+    pub(super) ay: i64,
+    pub(super) fx: f64,
+    pub(super) fy: f64,
+    pub(super) s: f64,
+    /// First and last row offsets with an in-image pixel.
+    pub(super) oy_lo: i64,
+    pub(super) oy_hi: i64,
 }
 
 /// Places an event on a `width × height` image: `None` when no support
 /// pixel is in it. Also returns the number of its in-image pixels.
-fn place(e: &StarEvent, width: usize, height: usize) -> Option<(Placed, u64)> {
+pub(super) fn place(e: &StarEvent, width: usize, height: usize) -> Option<(Placed, u64)> {
     let (w, h) = (width as f64, height as f64);
     let s = e.support;
     // Clearly outside (no pixel centre can be within s): skip before any
@@ -123,7 +124,14 @@ fn place(e: &StarEvent, width: usize, height: usize) -> Option<(Placed, u64)> {
 
 /// Row `oy`'s image columns `[ix_lo, ix_hi]` (absolute), clipped.
 #[inline]
-fn clip_span(fx: f64, fy: f64, s: f64, oy: i64, ax: i64, width: usize) -> Option<(i64, i64)> {
+pub(super) fn clip_span(
+    fx: f64,
+    fy: f64,
+    s: f64,
+    oy: i64,
+    ax: i64,
+    width: usize,
+) -> Option<(i64, i64)> {
     let (lo, hi) = row_span(fx, fy, s, oy)?;
     let a = ax.saturating_add(lo).max(0);
     let b = ax.saturating_add(hi).min(width as i64 - 1);
