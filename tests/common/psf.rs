@@ -26,18 +26,8 @@ pub fn gpu() -> Device {
 pub fn check(what: &str, got: &HdrImage, want: &HdrImage) {
     let c = got.compare(want).unwrap();
     eprintln!(
-        "{what}: max_abs {:.3e} (peak {:.3e}, ratio {:.3e}), max_rel {:.3e}, flux rel R/G/B/Y \
-         {:.2e} {:.2e} {:.2e} {:.2e}, zero mismatches {}, non-finite {}",
-        c.max_abs,
-        c.peak,
-        c.max_abs / c.peak.max(1e-300),
-        c.max_rel,
-        c.flux_rel[0],
-        c.flux_rel[1],
-        c.flux_rel[2],
-        c.flux_rel[3],
-        c.zero_mismatches,
-        c.nonfinite
+        "{what}: {c:.3} (max_abs/peak {:.3e})",
+        c.max_abs / c.peak.max(1e-300)
     );
     c.accept(TOL).unwrap_or_else(|e| panic!("{what}: {e}"));
 }
