@@ -567,12 +567,10 @@ where
 
 /// GPU 0 and a stream on it, or an error that says there is none.
 fn open_device(backend: Backend) -> Result<(Device, Stream), Failure> {
-    let device = Device::new(0).map_err(|e| {
-        Failure::environment(format!(
-            "--backend {} needs a usable device, and there is none ({e}); use --backend cpu",
-            backend.name()
-        ))
-    })?;
+    let device = super::open_device(
+        &format!("--backend {}", backend.name()),
+        "use --backend cpu",
+    )?;
     let stream = device.new_stream()?;
     Ok((device, stream))
 }

@@ -174,14 +174,9 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
             "--schedule is the device's (--backend device); the CPU evaluator has none",
         ));
     }
-    let n_modes = q.pow(kernel.dim() as u32);
-    if schedule == Some(hipkern::nearfield::List1Schedule::CaseGrouped)
-        && n_modes > hipkern::nearfield::MAX_GROUPED_MODES
-    {
-        return Err(Failure::bad_input(format!(
-            "--schedule grouped takes q^D <= {}; q^D is {n_modes} (use per-target)",
-            hipkern::nearfield::MAX_GROUPED_MODES
-        )));
+    if let Some(s) = schedule {
+        s.check(q.pow(kernel.dim() as u32))
+            .map_err(|e| Failure::bad_input(format!("--schedule: {e}")))?;
     }
     if layout == LayoutFlag::Orbit {
         // Refused before any work: the arithmetic path models scalar and
@@ -248,9 +243,11 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
     let reference = evaluate_list1(&boxes, &list1_tables, &density)?;
     let cpu_seconds = start.elapsed().as_secs_f64();
     let (u, backend_line) = if on_device {
+        // Opened here, after every input is checked (bad inputs stay exit
+        // status 2 on a machine without a device).
+        let device = super::open_device("--backend device", "use --backend cpu")?;
         let (u, line, _) = super::list1_device::evaluate(
-            &kernel,
-            q,
+            &device,
             &boxes,
             &tables.dense,
             &tables.reduced,

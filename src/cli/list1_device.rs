@@ -4,8 +4,8 @@
 use super::list1::LayoutFlag;
 use super::Failure;
 use hipkern::nearfield::{
-    Kernel, List1Boxes, List1Evaluator, List1Layout, List1ReducedTables, List1Schedule,
-    List1Tables, NearFieldTable, ReducedTable,
+    List1Boxes, List1Evaluator, List1Layout, List1ReducedTables, List1Schedule, List1Tables,
+    NearFieldTable, ReducedTable,
 };
 use hipkern::runtime::{Device, Event};
 use std::time::Instant;
@@ -13,12 +13,11 @@ use std::time::Instant;
 /// Timed repetitions after the warm-up.
 const REPEATS: usize = 9;
 
-/// Evaluates on GPU 0; the potential, the report line and the median
+/// Evaluates on `device`; the potential, the report line and the median
 /// kernel time (ms).
 #[allow(clippy::too_many_arguments)]
 pub(super) fn evaluate(
-    _kernel: &Kernel,
-    _q: usize,
+    device: &Device,
     boxes: &List1Boxes<'_>,
     dense: &[NearFieldTable],
     reduced: &[ReducedTable],
@@ -28,11 +27,6 @@ pub(super) fn evaluate(
     schedule: Option<List1Schedule>,
     density: &[f64],
 ) -> Result<(Vec<f64>, String, f64), Failure> {
-    let device = Device::new(0).map_err(|e| {
-        Failure::environment(format!(
-            "--backend device needs a usable device, and there is none ({e}); use --backend cpu"
-        ))
-    })?;
     let start = Instant::now();
     let mut evaluator = match layout {
         LayoutFlag::Dense => {
@@ -41,7 +35,7 @@ pub(super) fn evaluate(
             } else {
                 List1Tables::Scaled(&dense[0])
             };
-            List1Evaluator::from_tables(&device, &tables, List1Layout::Dense)?
+            List1Evaluator::from_tables(device, &tables, List1Layout::Dense)?
         }
         LayoutFlag::Orbit | LayoutFlag::Fallback => {
             let tables = if per_level {
@@ -54,7 +48,7 @@ pub(super) fn evaluate(
             } else {
                 List1Layout::Fallback
             };
-            List1Evaluator::from_reduced(&device, &tables, l)?
+            List1Evaluator::from_reduced(device, &tables, l)?
         }
     };
     evaluator.set_target_batch_size(batch)?;
@@ -76,7 +70,7 @@ pub(super) fn evaluate(
     evaluator.evaluate_into(&stream, &mut plan, &f, &mut out)?;
     let mut times = Vec::with_capacity(REPEATS);
     for _ in 0..REPEATS {
-        let (a, b) = (Event::new(&device)?, Event::new(&device)?);
+        let (a, b) = (Event::new(device)?, Event::new(device)?);
         a.record(&stream)?;
         evaluator.evaluate_into(&stream, &mut plan, &f, &mut out)?;
         b.record(&stream)?;
@@ -94,11 +88,7 @@ pub(super) fn evaluate(
          descriptors {}, normalizers {}, resolution {}) in {upload_seconds:.3} s; kernel median {median:.4} ms \
          of {REPEATS} (min {:.4}, max {:.4}), {:.3} ns per target point",
         device.properties().name,
-        match layout {
-            LayoutFlag::Dense => "dense",
-            LayoutFlag::Orbit => "orbit",
-            LayoutFlag::Fallback => "fallback",
-        },
+        evaluator.layout(),
         evaluator.schedule(),
         bytes.total(),
         bytes.values,

@@ -56,12 +56,23 @@ impl From<hipkern::Error> for Failure {
     }
 }
 
+/// GPU 0, or the machine's failure (exit status 1) in one line: `flag`
+/// (e.g. `--backend device`) needs a usable device, there is none (the
+/// runtime's reason), and `way_out` (e.g. `use --backend cpu`).
+pub(crate) fn open_device(flag: &str, way_out: &str) -> Result<hipkern::runtime::Device, Failure> {
+    hipkern::runtime::Device::new(0).map_err(|e| {
+        Failure::environment(format!(
+            "{flag} needs a usable device, and there is none ({e}); {way_out}"
+        ))
+    })
+}
+
 /// `(max |got − want|, that over max |want|)` (the plain difference where
-/// `want` is all 0). A value of `got` that is not finite gives ∞ for both:
+/// `want` is all 0). A value of either that is not finite gives ∞ for both:
 /// a poisoned value the device did not write must not read as agreement
 /// (`f64::max` would drop a NaN).
 pub(crate) fn max_difference(got: &[f64], want: &[f64]) -> (f64, f64) {
-    if got.len() != want.len() || got.iter().any(|v| !v.is_finite()) {
+    if got.len() != want.len() || got.iter().chain(want).any(|v| !v.is_finite()) {
         return (f64::INFINITY, f64::INFINITY);
     }
     let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
@@ -85,5 +96,6 @@ mod tests {
         assert_eq!(max_difference(&[1.0, f64::NAN], &[1.0, 2.0]), inf);
         assert_eq!(max_difference(&[f64::NAN, 2.0], &[1.0, 2.0]), inf);
         assert_eq!(max_difference(&[1.0], &[1.0, 2.0]), inf);
+        assert_eq!(max_difference(&[1.0, 2.0], &[1.0, f64::NAN]), inf);
     }
 }

@@ -328,7 +328,7 @@ fn execute_entry(entry_args: &EntryArgs) -> Result<String, Failure> {
 }
 
 /// The cache's failures are the machine's (exit status 1), not bad flags.
-fn cache_failure(path: &std::path::Path, e: hipkern::Error) -> Failure {
+pub(super) fn cache_failure(path: &std::path::Path, e: hipkern::Error) -> Failure {
     Failure::environment(format!("--cache {}: {e}", path.display()))
 }
 

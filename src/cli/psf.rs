@@ -401,12 +401,7 @@ fn psf_of(a: &ReplayArgs, header: Option<MoffatPsf>) -> Result<(MoffatPsf, Strin
 /// Opens GPU 0 for a device mode: the environment's failure when there
 /// is none (exit status 1), as `hipkern force --backend device` reports it.
 fn open_device(mode: SinkMode) -> Result<Device, Failure> {
-    Device::new(0).map_err(|e| {
-        Failure::environment(format!(
-            "--mode {} needs a usable device, and there is none ({e}); use --mode cpu",
-            mode.name()
-        ))
-    })
+    super::open_device(&format!("--mode {}", mode.name()), "use --mode cpu")
 }
 
 /// `--mode cpu`: the row-parallel CPU float64 sink, events too large for

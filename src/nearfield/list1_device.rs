@@ -127,6 +127,28 @@ pub enum List1Schedule {
 }
 
 impl List1Schedule {
+    /// The default for `n_modes = q^d` values per box: `CaseGrouped` where
+    /// it applies (`n_modes ≤` [`MAX_GROUPED_MODES`]), else `PerTarget`.
+    pub fn default_for(n_modes: usize) -> List1Schedule {
+        if n_modes <= MAX_GROUPED_MODES {
+            List1Schedule::CaseGrouped
+        } else {
+            List1Schedule::PerTarget
+        }
+    }
+
+    /// Whether the schedule takes `n_modes = q^d` values per box (the
+    /// grouped one needs `n_modes ≤` [`MAX_GROUPED_MODES`]).
+    pub fn check(self, n_modes: usize) -> Result<()> {
+        if self == List1Schedule::CaseGrouped && n_modes > MAX_GROUPED_MODES {
+            return bad(format!(
+                "the grouped schedule takes q^d ≤ {MAX_GROUPED_MODES}; this table has q^d = \
+                 {n_modes} (use per-target)"
+            ));
+        }
+        Ok(())
+    }
+
     /// `per-target` or `grouped`.
     pub fn name(self) -> &'static str {
         match self {
@@ -889,11 +911,7 @@ impl List1Evaluator {
             addressing,
             bytes: payload.upload_bytes(),
             batch: DEFAULT_TARGET_BATCH_SIZE,
-            schedule: if payload.meta.nq <= MAX_GROUPED_MODES {
-                List1Schedule::CaseGrouped
-            } else {
-                List1Schedule::PerTarget
-            },
+            schedule: List1Schedule::default_for(payload.meta.nq),
             pair_scratch_bytes: DEFAULT_PAIR_SCRATCH_BYTES,
         })
     }
@@ -1000,12 +1018,7 @@ impl List1Evaluator {
     /// Sets the schedule; `CaseGrouped` needs `q^d ≤` [`MAX_GROUPED_MODES`].
     /// The output does not depend on it, bit for bit.
     pub fn set_schedule(&mut self, schedule: List1Schedule) -> Result<()> {
-        if schedule == List1Schedule::CaseGrouped && self.meta.nq > MAX_GROUPED_MODES {
-            return bad(format!(
-                "the grouped schedule takes q^d ≤ {MAX_GROUPED_MODES}; this table has q^d = {}",
-                self.meta.nq
-            ));
-        }
+        schedule.check(self.meta.nq)?;
         self.schedule = schedule;
         Ok(())
     }
