@@ -26,7 +26,7 @@ for a in "$@"; do
   case "$a" in
     --run) run=1 ;;
     nvidia|amd|cpu) platforms+=("$a") ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "build-c-example: unknown argument '$a' (expected --run, nvidia, amd, cpu)" >&2; exit 2 ;;
   esac
 done

@@ -49,11 +49,11 @@ fn plan_reduction_matches_the_f64_reference_on_random_systems() {
     for &(n, per) in &[(1usize, 3usize), (7, 5), (700, 70), (3000, 40)] {
         let (src, dst, g, r) = system(&mut rng, n, per);
         let plan = CsrPlan::build(&src, &dst, n, None).unwrap();
+        let max = |v: &[f64]| v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+        let (gm, rm) = (max(&g), max(&r));
         for split in [VirialSplit::Half, VirialSplit::Src] {
             let want = assemble_reference_f64(&g, &r, &src, &dst, n, None, split).unwrap();
             let got = assemble_with_plan(&plan, &g, &r, split).unwrap();
-            let max = |v: &[f64]| v.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-            let (gm, rm) = (max(&g), max(&r));
             assert_close_floor("force", &got.force, &want.force, 1e-13, gm);
             assert_close_floor("virial", &got.virial, &want.virial, 1e-13, gm * rm);
             // Bitwise reproducible.

@@ -144,16 +144,7 @@ impl Tables {
 
     /// The dense reconstructions (the CPU reference's tables).
     fn dense(&self) -> Vec<NearFieldTable> {
-        let one = |t: &ReducedTable| {
-            NearFieldTable::from_parts(
-                t.kernel(),
-                t.q(),
-                t.extent(),
-                t.quadrature(),
-                t.reconstruct_full_table_from_symmetry(),
-            )
-            .unwrap()
-        };
+        let one = |t: &ReducedTable| t.to_dense().unwrap();
         match self {
             Tables::Scaled(t) => vec![one(t)],
             Tables::PerLevel(ts) => ts.iter().map(one).collect(),
@@ -775,14 +766,7 @@ fn bad_inputs_give_the_cpu_evaluators_errors() {
     let q = 2;
     let mut rng = SplitMix64::new(3);
     let red = synthetic(&k, q, 1.0, &mut rng);
-    let dense = NearFieldTable::from_parts(
-        &k,
-        q,
-        1.0,
-        &EntryQuadrature::default(),
-        red.reconstruct_full_table_from_symmetry(),
-    )
-    .unwrap();
+    let dense = red.to_dense().unwrap();
     let payload =
         List1Payload::from_reduced(&List1ReducedTables::Scaled(&red), List1Layout::Orbit).unwrap();
     let t = tree(2, 11, 4);
@@ -1040,14 +1024,7 @@ fn gpu_invalid_inputs_leave_the_output_unchanged() {
     ev.evaluate_into(&stream, &mut plan, &fd, &mut out).unwrap();
     stream.synchronize().unwrap();
     let got = out.to_vec().unwrap();
-    let dense = NearFieldTable::from_parts(
-        &k,
-        q,
-        1.0,
-        &EntryQuadrature::default(),
-        red.reconstruct_full_table_from_symmetry(),
-    )
-    .unwrap();
+    let dense = red.to_dense().unwrap();
     let want = evaluate_list1(&boxes, &List1Tables::Scaled(&dense), &f).unwrap();
     let (err, differ) = compare("after errors", &got, &want);
     assert!(err <= TOL && differ == 0, "{err:.2e} {differ}");
