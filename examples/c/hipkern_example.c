@@ -27,7 +27,8 @@
  *      to each other); then batch sizes 0 and HIPKERN_LIST1_MAX_BATCH + 1,
  *      which must be refused with the output unchanged.
  *
- * Outputs are poisoned (every byte 0xFF: float64 NaN) before each call.
+ * Outputs are poisoned (every byte 0xFF: float64 NaN) before each call,
+ * except the PSF image, which the sink adds into and so starts at zero.
  * Kernels and memsets run on one stream the program creates; host copies
  * are synchronous and followed by a device synchronization.
  *
