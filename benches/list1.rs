@@ -121,6 +121,8 @@ fn main() {
         quad.radial_level, quad.angular_order
     );
     let only = std::env::var("HIPKERN_BENCH_CONFIGS").ok();
+    // A comma-separated subset of the schedules (b1 always runs).
+    let sched_only = std::env::var("HIPKERN_BENCH_SCHEDULES").ok();
     let t0 = Instant::now();
     let uni3 = BalancedTree::uniform(3, 5, &[0.0; 3], 1.0).unwrap();
     let rnd3 = random_tree(3, 1, 6, 0.3);
@@ -221,28 +223,87 @@ fn main() {
         // Per schedule: the per-target one at batch 1 and 32, the grouped
         // one with the default scratch bound and with 32 MiB (chunks whose
         // pair products stay in L2).
-        let schedules = [
+        // The tiled one at 64 (the default below q^d = 64), 32 and 128
+        // target boxes per tile. (name, schedule, batch, scratch, width)
+        let all_schedules = [
             (
                 "b1",
                 List1Schedule::PerTarget,
                 1usize,
                 DEFAULT_PAIR_SCRATCH_BYTES,
+                64,
             ),
             (
                 "b32",
                 List1Schedule::PerTarget,
                 32,
                 DEFAULT_PAIR_SCRATCH_BYTES,
+                64,
             ),
             (
                 "grp",
                 List1Schedule::CaseGrouped,
                 1,
                 DEFAULT_PAIR_SCRATCH_BYTES,
+                64,
             ),
-            ("grp32M", List1Schedule::CaseGrouped, 1, 32 << 20),
+            ("grp32M", List1Schedule::CaseGrouped, 1, 32 << 20, 64),
+            (
+                "t64",
+                List1Schedule::TargetTiled,
+                1,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                64,
+            ),
+            (
+                "t32",
+                List1Schedule::TargetTiled,
+                1,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                32,
+            ),
+            (
+                "t128",
+                List1Schedule::TargetTiled,
+                1,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                128,
+            ),
+            (
+                "f64",
+                List1Schedule::TargetTiled,
+                0,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                64,
+            ),
+            (
+                "f32",
+                List1Schedule::TargetTiled,
+                0,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                32,
+            ),
+            (
+                "f128",
+                List1Schedule::TargetTiled,
+                0,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                128,
+            ),
         ];
-        let mut dense_ms = [0.0f64; 4];
+        // b1 always runs first: it is the bitwise reference.
+        let schedules: Vec<_> = all_schedules
+            .iter()
+            .copied()
+            .filter(|(n, ..)| {
+                *n == "b1"
+                    || sched_only
+                        .as_deref()
+                        .is_none_or(|o| o.split(',').any(|x| x == *n))
+            })
+            .collect();
+        let mut dense_ms = vec![0.0f64; schedules.len()];
+        let mut tiled_reference: [Option<Vec<f64>>; 2] = [None, None];
         let variants = [
             (List1Layout::Dense, false, "dense"),
             (List1Layout::Orbit, false, "orbit"),
@@ -269,11 +330,16 @@ fn main() {
             let operand_bytes = 8.0 * (2.0 * pairs * (nq * nq) as f64 + points);
             let compulsory =
                 (up.total() + plan.upload_bytes() + 8 * cfg.tree.n_boxes() * nq + 8 * n_out) as f64;
-            for (bi, (sched, schedule, batch, scratch)) in schedules.into_iter().enumerate() {
-                ev.set_target_batch_size(batch).unwrap();
+            for (bi, &(sched, schedule, batch, scratch, width)) in schedules.iter().enumerate() {
+                // batch 0 marks the tiled schedule with FMAs only.
+                let tiled = schedule == List1Schedule::TargetTiled;
+                ev.set_tiled_tensor_cores(batch != 0);
+                ev.set_target_batch_size(batch.max(1)).unwrap();
                 ev.set_schedule(schedule).unwrap();
-                if scratch != ev.pair_scratch_bytes() {
+                if scratch != ev.pair_scratch_bytes() || (tiled && width != plan.targets_per_tile())
+                {
                     ev.set_pair_scratch_bytes(scratch).unwrap();
+                    ev.set_targets_per_tile(width).unwrap();
                     plan = ev.plan(&boxes).unwrap();
                 }
                 stream.fill(&mut out.as_slice_mut(), f64::NAN).unwrap();
@@ -281,23 +347,51 @@ fn main() {
                     ev.evaluate_into(&stream, &mut plan, &fd, &mut out).unwrap()
                 });
                 let got = out.to_vec().unwrap();
-                let same = match &reference {
-                    None => {
+                // The bitwise schedules against dense batch 1; the tiled
+                // one against the first tiled run, bitwise, and against
+                // dense batch 1 to rounding (printed).
+                let same_as =
+                    |r: &Vec<f64>| r.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
+                let reference_err = reference.as_ref().map_or(0.0, |r| max_relative(&got, r));
+                let same = match if tiled {
+                    &mut tiled_reference[usize::from(batch == 0)]
+                } else {
+                    &mut reference
+                } {
+                    slot @ None => {
                         assert!(
                             got.iter().all(|x| x.is_finite()),
                             "{}: non-finite",
                             cfg.name
                         );
-                        reference = Some(got);
+                        *slot = Some(got);
                         true
                     }
-                    Some(r) => r.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    Some(r) => same_as(r),
                 };
                 assert!(
                     same,
-                    "{} {name} {sched}: output differs from dense batch 1",
+                    "{} {name} {sched}: output differs from {}",
+                    cfg.name,
+                    if tiled {
+                        "the first tiled run"
+                    } else {
+                        "dense batch 1"
+                    }
+                );
+                assert!(
+                    reference_err <= 1e-13,
+                    "{} {name} {sched}: {reference_err:.2e} from dense batch 1",
                     cfg.name
                 );
+                if tiled {
+                    eprintln!(
+                        "{} {name} {sched}: {reference_err:.2e} from dense batch 1 (max-norm \
+                         relative), lanes busy {:.3}",
+                        cfg.name,
+                        plan.n_pairs() as f64 / plan.tile_slots().max(1) as f64
+                    );
+                }
                 if layout == List1Layout::Dense {
                     dense_ms[bi] = ms;
                 }
@@ -321,7 +415,7 @@ fn main() {
                     ms / dense_ms[bi]
                 );
                 json.push(format!(
-                    "{{\"config\":\"{}\",\"dim\":{dim},\"q\":{q},\"boxes\":{},\"pairs\":{},\"layout\":\"{}\",\"resolved\":{resolved},\"schedule\":\"{sched}\",\"chunks\":{},\"reps\":{reps},\"median_ms\":{ms:.6},\"min_ms\":{lo:.6},\"max_ms\":{hi:.6},\"ns_per_target_point\":{:.4},\"fma\":{fmas},\"fma_per_s\":{:.4e},\"operand_bytes\":{operand_bytes},\"operand_bytes_per_s\":{:.4e},\"compulsory_bytes\":{compulsory},\"compulsory_bytes_per_s\":{:.4e},\"copy_bandwidth_bytes_per_s\":{bw:.4e},\"table_bytes\":{},\"descriptor_bytes\":{},\"normalizer_bytes\":{},\"resolution_bytes\":{},\"plan_bytes\":{},\"ratio_to_dense\":{:.4},\"prepare_s\":{prep_s:.3},\"bitwise_equal_to_dense\":{same}}}",
+                    "{{\"config\":\"{}\",\"dim\":{dim},\"q\":{q},\"boxes\":{},\"pairs\":{},\"layout\":\"{}\",\"resolved\":{resolved},\"schedule\":\"{sched}\",\"chunks\":{},\"reps\":{reps},\"median_ms\":{ms:.6},\"min_ms\":{lo:.6},\"max_ms\":{hi:.6},\"ns_per_target_point\":{:.4},\"fma\":{fmas},\"fma_per_s\":{:.4e},\"operand_bytes\":{operand_bytes},\"operand_bytes_per_s\":{:.4e},\"compulsory_bytes\":{compulsory},\"compulsory_bytes_per_s\":{:.4e},\"copy_bandwidth_bytes_per_s\":{bw:.4e},\"table_bytes\":{},\"descriptor_bytes\":{},\"normalizer_bytes\":{},\"resolution_bytes\":{},\"plan_bytes\":{},\"ratio_to_dense\":{:.4},\"prepare_s\":{prep_s:.3},\"bitwise_equal_to_reference\":{same},\"relative_error_to_dense_b1\":{reference_err:.3e},\"tile_slots\":{}}}",
                     cfg.name,
                     cfg.tree.n_boxes(),
                     plan.n_pairs(),
@@ -336,7 +430,8 @@ fn main() {
                     up.normalizers,
                     up.resolution,
                     plan.upload_bytes(),
-                    ms / dense_ms[bi]
+                    ms / dense_ms[bi],
+                    if tiled { plan.tile_slots() } else { 0 }
                 ));
             }
         }
@@ -346,7 +441,10 @@ fn main() {
         "opGB/s: float64 operands the sums read (cached); minGB/s: table + metadata + values + \
          outputs + plan once, against {:.2} TB/s copy bandwidth; /dense: time over the dense \
          layout's in the same schedule (b1/b32: per-target, batch 1/32; grp: case-grouped, one \
-         chunk per 256 MiB of pair products; grp32M: 32 MiB chunks)",
+         chunk per 256 MiB of pair products; grp32M: 32 MiB chunks; t64/t32/t128: target-tiled, \
+         64/32/128 boxes per tile on the FP64 tensor cores where the device has them, f64/f32/f128 \
+         the same with FMAs; keys in order: bitwise equal across layouts and widths, to rounding \
+         against b1)",
         bw / 1e12
     );
     if let Ok(dir) = std::env::var("HIPKERN_BENCH_OUT") {
@@ -354,5 +452,27 @@ fn main() {
             format!("{dir}/list1.json"),
             format!("[{}]\n", json.join(",\n")),
         );
+    }
+}
+
+/// max |got − want| / max |want| (∞ for a NaN or a length mismatch).
+fn max_relative(got: &[f64], want: &[f64]) -> f64 {
+    if got.len() != want.len() {
+        return f64::INFINITY;
+    }
+    let mut num = 0.0f64;
+    let mut den = 0.0f64;
+    for (g, w) in got.iter().zip(want) {
+        let d = (g - w).abs();
+        if d.is_nan() {
+            return f64::INFINITY;
+        }
+        num = num.max(d);
+        den = den.max(w.abs());
+    }
+    if den > 0.0 {
+        num / den
+    } else {
+        num
     }
 }

@@ -145,3 +145,9 @@ int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *t, const hipke
                                        void *s) {
   (void)t; (void)p; (void)g; (void)f; (void)out; (void)s; NT;
 }
+
+int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *t, const hipkern_list1_pairs *p,
+                                     const hipkern_list1_tiles *g, const double *f, double *out,
+                                     void *s) {
+  (void)t; (void)p; (void)g; (void)f; (void)out; (void)s; NT;
+}

@@ -951,6 +951,66 @@ __device__ double group_fallback_entry(const hipkern_list1_table &tab, const uin
   return bsign < 0 ? -v : v;
 }
 
+// What a block decodes once per case (thread 0, into shared memory) before
+// any thread reads case_matrix_entry: ORBIT's OrbitCase; the descriptor
+// fallback's candidate transforms cand[0 .. cinfo[0]) to the smallest image
+// case cinfo[1]. Nothing for DENSE or the fallback's resolution table.
+template <int D, int LAYOUT>
+__device__ void decode_case_layout(const hipkern_list1_table &tab, int c, OrbitCase *soc,
+                                   uint8_t *cand, int *cinfo) {
+  if (LAYOUT == HIPKERN_LIST1_ORBIT) decode_orbit_case<D>(tab, c, soc);
+  if (LAYOUT == HIPKERN_LIST1_FALLBACK && tab.n_resolve_orbits == 0) {
+    const int n_cases = tab.n_cases;
+    int m = 256, n = 0;
+    for (int h = 0; h < tab.n_transforms; ++h) {
+      const int x = tab.transform_case_map[h * n_cases + c];
+      if (x < m) m = x;
+    }
+    for (int h = 0; h < tab.n_transforms; ++h)
+      if (tab.transform_case_map[h * n_cases + c] == m) cand[n++] = static_cast<uint8_t>(h);
+    cinfo[0] = n;
+    cinfo[1] = m;
+  }
+}
+
+// T(c, s, t) of table V (its rows) as the layout reconstructs it, after
+// decode_case_layout: DENSE reads it; ORBIT from the decoded OrbitCase and
+// the digits table dig (3 per mode); the fallback through its resolution
+// table (two reads) or the candidates, the sign lookup and the hash.
+template <int D, int LAYOUT>
+__device__ __forceinline__ double case_matrix_entry(const hipkern_list1_table &tab,
+                                                    const double *__restrict__ V, int c, int s,
+                                                    int tt, int nq, const OrbitCase *soc,
+                                                    const uint8_t *dig, const uint8_t *cand,
+                                                    const int *cinfo, uint32_t lookup_bits) {
+  if (LAYOUT == HIPKERN_LIST1_DENSE) return V[(static_cast<size_t>(c) * nq + s) * nq + tt];
+  if (LAYOUT == HIPKERN_LIST1_ORBIT)
+    return group_orbit_entry<D>(*soc, V + soc->base, tab.q, dig + 3 * s, dig + 3 * tt);
+  if (tab.n_resolve_orbits > 0) {
+    const int h = tab.resolve_case_transform[c];
+    const uint16_t *qh = tab.transform_qpoint_map + static_cast<size_t>(h) * nq;
+    const uint32_t r =
+        tab.resolve_rows[(static_cast<size_t>(tab.resolve_case_orbit[c]) * nq + qh[s]) * nq +
+                         qh[tt]];
+    const uint32_t hneg = tab.transform_signs[h] < 0 ? 0x8000u : 0u;
+    const double x = V[r & 0x7FFFu];
+    return ((r ^ hneg) & 0x8000u) ? -x : x;
+  }
+  return group_fallback_entry(tab, cand, cinfo[0], cinfo[1], c, s, tt, nq, lookup_bits, V);
+}
+
+// dig[3m .. 3m + 3) = the digits of mode m (axis 0 slowest), by the block.
+template <int D>
+__device__ void fill_digits(int q, int nq, uint8_t *dig) {
+  for (int m = static_cast<int>(threadIdx.x); m < nq; m += static_cast<int>(blockDim.x)) {
+    int d[3];
+    digits<D>(m, q, d);
+    dig[3 * m] = static_cast<uint8_t>(d[0]);
+    dig[3 * m + 1] = static_cast<uint8_t>(d[1]);
+    dig[3 * m + 2] = static_cast<uint8_t>(d[2]);
+  }
+}
+
 // Shared memory of list1_group_products: [Tc nq² f64] [F rounds·stride f64]
 // [pair ids rounds u32] [source boxes rounds u32] [key ok rounds u8]
 // [digits nq × 3 u8] [layout scratch]. rounds = G · kGroupPairsPerThread,
@@ -994,14 +1054,7 @@ __global__ void __launch_bounds__(kGroupThreads)
   // The digits of every mode index (axis 0 slowest), once per block: the
   // ORBIT entries read them instead of dividing by q (read after the
   // first tile's barriers).
-  if (LAYOUT == HIPKERN_LIST1_ORBIT)
-    for (int m = tid; m < nq; m += blockDim.x) {
-      int d[3];
-      digits<D>(m, tab.q, d);
-      dig[3 * m] = static_cast<uint8_t>(d[0]);
-      dig[3 * m + 1] = static_cast<uint8_t>(d[1]);
-      dig[3 * m + 2] = static_cast<uint8_t>(d[2]);
-    }
+  if (LAYOUT == HIPKERN_LIST1_ORBIT) fill_digits<D>(tab.q, nq, dig);
   for (int64_t k = blockIdx.x; k < gr.n_tiles; k += gridDim.x) {
     const uint32_t a = gr.tile_offsets[k], b = gr.tile_offsets[k + 1];
     const uint32_t key = gr.tile_keys[k];
@@ -1011,40 +1064,11 @@ __global__ void __launch_bounds__(kGroupThreads)
     const double *__restrict__ V =
         tab.values + static_cast<size_t>(key_ok ? table : 0) * static_cast<size_t>(n_rows);
     __syncthreads();  // the previous tile is done with Tc and the layout scratch
-    if (tid == 0) {
-      if (LAYOUT == HIPKERN_LIST1_ORBIT) decode_orbit_case<D>(tab, c, soc);
-      if (LAYOUT == HIPKERN_LIST1_FALLBACK && tab.n_resolve_orbits == 0) {
-        int m = 256, n = 0;
-        for (int h = 0; h < tab.n_transforms; ++h) {
-          const int x = tab.transform_case_map[h * n_cases + c];
-          if (x < m) m = x;
-        }
-        for (int h = 0; h < tab.n_transforms; ++h)
-          if (tab.transform_case_map[h * n_cases + c] == m) cand[n++] = static_cast<uint8_t>(h);
-        cinfo[0] = n;
-        cinfo[1] = m;
-      }
-    }
+    if (tid == 0) decode_case_layout<D, LAYOUT>(tab, c, soc, cand, cinfo);
     __syncthreads();
     for (int e = tid; e < nq * nq; e += blockDim.x) {
       const int s = e / nq, tt = e - s * nq;
-      double v;
-      if (LAYOUT == HIPKERN_LIST1_DENSE) {
-        v = V[(static_cast<size_t>(c) * nq + s) * nq + tt];
-      } else if (LAYOUT == HIPKERN_LIST1_ORBIT) {
-        v = group_orbit_entry<D>(*soc, V + soc->base, tab.q, dig + 3 * s, dig + 3 * tt);
-      } else if (tab.n_resolve_orbits > 0) {
-        const int h = tab.resolve_case_transform[c];
-        const uint16_t *qh = tab.transform_qpoint_map + static_cast<size_t>(h) * nq;
-        const uint32_t r = tab.resolve_rows[(static_cast<size_t>(tab.resolve_case_orbit[c]) * nq +
-                                             qh[s]) * nq + qh[tt]];
-        const uint32_t hneg = tab.transform_signs[h] < 0 ? 0x8000u : 0u;
-        const double x = V[r & 0x7FFFu];
-        v = ((r ^ hneg) & 0x8000u) ? -x : x;
-      } else {
-        v = group_fallback_entry(tab, cand, cinfo[0], cinfo[1], c, s, tt, nq, lookup_bits, V);
-      }
-      Tc[e] = v;
+      Tc[e] = case_matrix_entry<D, LAYOUT>(tab, V, c, s, tt, nq, soc, dig, cand, cinfo, lookup_bits);
     }
     for (uint32_t base = a; base < b; base += static_cast<uint32_t>(rounds)) {
       __syncthreads();  // Tc built; the previous round's F, pid read
@@ -1133,6 +1157,523 @@ __global__ void list1_group_sums(hipkern_list1_table tab, hipkern_list1_pairs pr
     }
   }
 }
+
+// --- The target-tiled schedule (hipkern_list1_evaluate_tiled) -----------
+//
+// One block per tile of B = targets_per_tile target boxes (lanes). The
+// block walks the tile's keys (table · n_cases + case, ascending) in
+// chunks of kTiledKeyChunk. Per chunk it first resolves every (key, lane)
+// slot at once — pair id, source box, level, scale, displacement term,
+// checked against the lane's own list, case and table — into shared
+// memory: many independent loads in flight instead of one dependent chain
+// per key. Per key it then builds the case matrix T(case, ·, ·) once in
+// shared memory (case_matrix_entry, any layout) and stages the source
+// vectors of the lanes with a pair of that key, pre-scaled (coalesced rows;
+// both in batches of loads before their stores), and every such box adds
+// T·(scale·f) into its outputs, in registers for the whole tile. A case
+// never has two pairs in one target's list (the case fixes the source
+// box), so a lane has at most one pair per key; the host's tiling puts a
+// repeated pair under a repeated key.
+//
+// Two kernels do the sums. list1_tiled_kernel (FMAs, every platform):
+// 32 · S threads; the q^d outputs are cut into S parts of RO (≤ 9) and a
+// thread holds RT = B / 32 boxes × RO outputs, thread (part p, column g)
+// taking lanes g, g + 32, ... and outputs p·RO .. p·RO + RO: one FMA per
+// source mode in order. A warp is one part: its T reads are broadcasts,
+// its source reads one per lane (odd row stride: no bank conflict).
+// list1_tiled_mma_kernel (NVIDIA sm_80+): the products on the FP64 tensor
+// cores, below.
+//
+// Order: per target point, the keys ascending, then the source modes in
+// order (one FMA each, or four per tensor-core step): the same for every
+// B and layout (the case matrices are equal), so the same bits for every
+// tile width and layout and from run to run, per kernel; not the CPU
+// evaluator's bits (list order, unfused).
+constexpr int kTiledMaxThreads = 256;
+constexpr int kTiledKeyChunk = 8;
+constexpr int kTiledBatch = 8;                  // loads in flight per thread when staging
+constexpr uint32_t kBadPair = 0xFFFFFFFEu;      // a slot whose pair fails its checks
+
+// Outputs per thread: RO ≤ 9 with S = ⌈nq / RO⌉ parts as few as that allows
+// (27 → 3 × 9, 64 → 8 × 8, 16 → 2 × 8, 25 → 3 × 9 padded to 27).
+__host__ __device__ constexpr int tiled_parts(int nq) { return nq <= 9 ? 1 : (nq + 8) / 9; }
+__host__ __device__ constexpr int tiled_ro(int nq) {
+  return (nq + tiled_parts(nq) - 1) / tiled_parts(nq);
+}
+// T is stored per part: [part][s][o], rows of RO rounded up to even (16-byte
+// aligned pairs); the staged source rows have an odd stride.
+__host__ __device__ constexpr int tiled_part_stride(int nq) {
+  return tiled_ro(nq) + (tiled_ro(nq) & 1);
+}
+__host__ __device__ constexpr int tiled_f_stride(int nq) { return nq | 1; }
+
+// The per-tile and per-chunk shared state both kernels keep after their
+// matrices: [slot scale 2·K·B f64] [slot displacement 2·K·B f64]
+// [slot box 2·K·B u32] [lane target, list begin, list end, bad: 4·B u32]
+// [digits nq × 3 u8] [align 16] [OrbitCase] [candidates] [count, min case]
+// (two chunks of slots: one is written while the last key of the other may
+// still be read).
+__host__ __device__ inline size_t tiled_state_bytes(int nq, int b) {
+  size_t n = static_cast<size_t>(2 * kTiledKeyChunk) * b * 20 + static_cast<size_t>(b) * 16 +
+             3 * static_cast<size_t>(nq);
+  n = (n + 15) / 16 * 16;
+  return n + sizeof(OrbitCase) + HIPKERN_LIST1_MAX_TRANSFORMS + 16;
+}
+
+#if defined(HIPKERN_L1_NVCC)
+__device__ __forceinline__ double hk_fma(double a, double b, double c) { return __fma_rn(a, b, c); }
+#else
+__device__ __forceinline__ double hk_fma(double a, double b, double c) { return fma(a, b, c); }
+#endif
+
+struct TiledState {
+  double *sscale, *sdisp;
+  uint32_t *sbox, *ltarget, *lbegin, *lend, *lbad;
+  uint8_t *dig;
+  OrbitCase *soc;
+  uint8_t *cand;
+  int *cinfo;
+};
+
+__device__ inline TiledState tiled_state(unsigned char *at, int nq, int b) {
+  TiledState st;
+  const int n = 2 * kTiledKeyChunk * b;
+  st.sscale = reinterpret_cast<double *>(at);
+  st.sdisp = st.sscale + n;
+  st.sbox = reinterpret_cast<uint32_t *>(st.sdisp + n);
+  st.ltarget = st.sbox + n;
+  st.lbegin = st.ltarget + b;
+  st.lend = st.lbegin + b;
+  st.lbad = st.lend + b;
+  st.dig = reinterpret_cast<uint8_t *>(st.lbad + b);
+  size_t off = static_cast<size_t>(n) * 20 + static_cast<size_t>(b) * 16 + 3 * static_cast<size_t>(nq);
+  off = (off + 15) / 16 * 16;
+  st.soc = reinterpret_cast<OrbitCase *>(at + off);
+  st.cand = at + off + sizeof(OrbitCase);
+  st.cinfo = reinterpret_cast<int *>(st.cand + HIPKERN_LIST1_MAX_TRANSFORMS);
+  return st;
+}
+
+// Tile k's lanes into shared memory (target, list range; bad cleared).
+// Ends with a barrier.
+template <int B, int THREADS>
+__device__ void tiled_tile_begin(const hipkern_list1_pairs &pr, const hipkern_list1_tiles &tl,
+                                 int64_t k, const TiledState &st) {
+  __syncthreads();  // the previous tile's lanes and bad flags are read
+  for (int lane = static_cast<int>(threadIdx.x); lane < B; lane += THREADS) {
+    const uint32_t i = tl.tile_targets[static_cast<size_t>(k) * B + lane];
+    const bool mine = static_cast<int64_t>(i) < pr.n_targets;
+    st.ltarget[lane] = mine ? i : kNotFound;
+    st.lbegin[lane] = mine ? pr.source_starts[i] : 0u;
+    st.lend[lane] = mine ? pr.source_starts[i + 1] : 0u;
+    st.lbad[lane] = 0u;
+  }
+  __syncthreads();
+}
+
+// The slots of keys ec .. ec + nk (nk ≤ kTiledKeyChunk) into chunk buffer
+// `buf`: box (kNotFound: no pair; kBadPair: a pair outside the lane's list
+// or of another case or table, which also sets the lane's bad flag), scale,
+// displacement term. Every slot's loads are independent of the others'.
+template <int NQ, int B, int THREADS>
+__device__ void tiled_slots(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
+                            const hipkern_list1_tiles &tl, const double *__restrict__ f,
+                            uint32_t ec, int nk, int buf, const TiledState &st) {
+  constexpr int N = kTiledKeyChunk * B;
+  const int n_cases = tab.n_cases;
+  const double *__restrict__ norms = tab.mode_normalizers;
+#pragma unroll
+  for (int it = 0; it < (N + THREADS - 1) / THREADS; ++it) {
+    const int x = static_cast<int>(threadIdx.x) + it * THREADS;
+    if (x < N) {
+      const int kk = x / B, lane = x - kk * B;
+      uint32_t box = kNotFound;
+      double scale = 0.0, dterm = 0.0;
+      if (kk < nk && st.ltarget[lane] != kNotFound) {
+        const uint32_t e = ec + static_cast<uint32_t>(kk);
+        const uint32_t j = tl.key_pairs[static_cast<size_t>(e) * B + lane];
+        if (j != kNotFound) {
+          const uint32_t key = tl.keys[e];
+          const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
+          const uint32_t table = key / static_cast<uint32_t>(n_cases);
+          box = kBadPair;
+          if (j >= st.lbegin[lane] && j < st.lend[lane]) {
+            const uint32_t b = pr.source_boxes[j];
+            const int lvl = pr.box_levels[b];
+            if (table < static_cast<uint32_t>(tab.n_tables) && pr.pair_cases[j] == c &&
+                pr.level_table[lvl] == table) {
+              box = b;
+              scale = pr.level_scale[lvl];
+              const double disp = pr.level_displacement[lvl];
+              if (disp != 0.0) {
+                const double *__restrict__ fs = f + static_cast<size_t>(b) * NQ;
+                double sum = 0.0;
+                for (int s = 0; s < NQ; ++s) sum = hk_fma(fs[s], norms[s], sum);
+                dterm = disp * sum;
+              }
+            }
+          }
+          if (box == kBadPair) st.lbad[lane] = 1u;  // same value from any writer
+        }
+      }
+      const int at = (buf * kTiledKeyChunk + kk) * B + lane;
+      st.sbox[at] = box;
+      st.sscale[at] = scale;
+      st.sdisp[at] = dterm;
+    }
+  }
+}
+
+// Case matrix entries x = s·nq + t, t·x, into A[index(s, t)]: batches of
+// kTiledBatch entries per thread, their loads before their stores.
+template <int D, int LAYOUT, int NQ, int THREADS, typename Index>
+__device__ __forceinline__ void tiled_case_matrix(const hipkern_list1_table &tab,
+                                                  const double *__restrict__ V, int c,
+                                                  const TiledState &st, uint32_t lookup_bits,
+                                                  double *A, Index index) {
+  constexpr int N = NQ * NQ;
+  for (int base = 0; base < N; base += THREADS * kTiledBatch) {
+    double v[kTiledBatch];
+#pragma unroll
+    for (int u = 0; u < kTiledBatch; ++u) {
+      const int x = base + u * THREADS + static_cast<int>(threadIdx.x);
+      const int s = x / NQ, t = x - s * NQ;
+      v[u] = x < N ? case_matrix_entry<D, LAYOUT>(tab, V, c, s, t, NQ, st.soc, st.dig, st.cand,
+                                                  st.cinfo, lookup_bits)
+                   : 0.0;
+    }
+#pragma unroll
+    for (int u = 0; u < kTiledBatch; ++u) {
+      const int x = base + u * THREADS + static_cast<int>(threadIdx.x);
+      if (x < N) A[index(x / NQ, x % NQ)] = v[u];
+    }
+  }
+}
+
+// The source rows of key slot `slot` (B lanes): G[r·ld + s] = scale_r ·
+// f[box_r, s] for a lane with a pair, else 0 where `zero_empty` (the tensor
+// cores read every row), else untouched; batched as above.
+template <int NQ, int B, int THREADS, bool ZERO_EMPTY>
+__device__ __forceinline__ void tiled_sources(const double *__restrict__ f, const TiledState &st,
+                                              int slot, double *G, int ld) {
+  constexpr int N = B * NQ;
+  const uint32_t *sbox = st.sbox + slot * B;
+  const double *sscale = st.sscale + slot * B;
+  for (int base = 0; base < N; base += THREADS * kTiledBatch) {
+    double v[kTiledBatch];
+#pragma unroll
+    for (int u = 0; u < kTiledBatch; ++u) {
+      const int x = base + u * THREADS + static_cast<int>(threadIdx.x);
+      const int r = x / NQ, s = x - r * NQ;
+      const uint32_t b = x < N ? sbox[r] : kNotFound;
+      v[u] = b < kBadPair ? f[static_cast<size_t>(b) * NQ + s] * sscale[r] : 0.0;
+    }
+#pragma unroll
+    for (int u = 0; u < kTiledBatch; ++u) {
+      const int x = base + u * THREADS + static_cast<int>(threadIdx.x);
+      if (x < N) {
+        const int r = x / NQ, s = x - r * NQ;
+        if (ZERO_EMPTY || sbox[r] < kBadPair) G[r * ld + s] = v[u];
+      }
+    }
+  }
+}
+
+// [T parts × nq × part stride f64] [F B × odd stride f64] [state].
+__host__ __device__ inline size_t tiled_matrix_bytes(int nq, int b) {
+  return static_cast<size_t>(tiled_parts(nq)) * nq * tiled_part_stride(nq) * 8 +
+         static_cast<size_t>(b) * tiled_f_stride(nq) * 8;
+}
+__host__ __device__ inline size_t tiled_shared(int nq, int b) {
+  return (tiled_matrix_bytes(nq, b) + 15) / 16 * 16 + tiled_state_bytes(nq, b);
+}
+
+template <int D, int LAYOUT, int NQ, int RT>
+__global__ void __launch_bounds__(kTiledMaxThreads)
+    list1_tiled_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr, hipkern_list1_tiles tl,
+                       const double *__restrict__ f, double *__restrict__ out,
+                       uint32_t lookup_bits) {
+  constexpr int S = tiled_parts(NQ);
+  constexpr int RO = tiled_ro(NQ);
+  constexpr int LDP = tiled_part_stride(NQ);
+  constexpr int LDF = tiled_f_stride(NQ);
+  constexpr int B = 32 * RT;
+  constexpr int THREADS = 32 * S;
+  extern __shared__ double smem_d[];
+  double *Tc = smem_d;
+  double *F = Tc + S * NQ * LDP;
+  const TiledState st = tiled_state(
+      reinterpret_cast<unsigned char *>(smem_d) + (tiled_matrix_bytes(NQ, B) + 15) / 16 * 16, NQ,
+      B);
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int part = tid >> 5;  // one warp per part
+  const int col = tid & 31;
+  const int n_cases = tab.n_cases;
+  const int64_t n_rows = tab.n_rows;
+  if (LAYOUT == HIPKERN_LIST1_ORBIT) fill_digits<D>(tab.q, NQ, st.dig);
+  // The padding of the last part (outputs past nq) stays zero.
+  for (int x = tid; x < S * NQ * LDP; x += THREADS) Tc[x] = 0.0;
+  for (int64_t k = blockIdx.x; k < tl.n_tiles; k += gridDim.x) {
+    tiled_tile_begin<B, THREADS>(pr, tl, k, st);
+    double u[RT][RO];
+#pragma unroll
+    for (int r = 0; r < RT; ++r)
+#pragma unroll
+      for (int o = 0; o < RO; ++o) u[r][o] = 0.0;
+    const uint32_t e0 = tl.tile_key_offsets[k], e1 = tl.tile_key_offsets[k + 1];
+    for (uint32_t e = e0; e < e1; ++e) {
+      const int kk = static_cast<int>((e - e0) % kTiledKeyChunk);
+      const int buf = static_cast<int>(((e - e0) / kTiledKeyChunk) & 1);
+      if (kk == 0) {
+        const uint32_t left = e1 - e;
+        tiled_slots<NQ, B, THREADS>(tab, pr, tl, f, e,
+                                    left < kTiledKeyChunk ? static_cast<int>(left) : kTiledKeyChunk,
+                                    buf, st);
+      }
+      const uint32_t key = tl.keys[e];
+      const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
+      const uint32_t table = key / static_cast<uint32_t>(n_cases);
+      const double *__restrict__ V =
+          tab.values + static_cast<size_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
+                           static_cast<size_t>(n_rows);
+      __syncthreads();  // the previous key's T and F are read; this chunk's slots written
+      if (tid == 0) decode_case_layout<D, LAYOUT>(tab, c, st.soc, st.cand, st.cinfo);
+      __syncthreads();
+      const int slot = buf * kTiledKeyChunk + kk;
+      tiled_case_matrix<D, LAYOUT, NQ, THREADS>(tab, V, c, st, lookup_bits, Tc, [](int s, int t) {
+        return ((t / RO) * NQ + s) * LDP + t % RO;
+      });
+      tiled_sources<NQ, B, THREADS, false>(f, st, slot, F, LDF);
+      __syncthreads();
+      bool has[RT];
+      bool any = false;
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        has[r] = st.sbox[slot * B + col + 32 * r] < kBadPair;
+        any = any || has[r];
+      }
+      if (any) {
+        const double *Tp = Tc + part * NQ * LDP;
+#pragma unroll 3
+        for (int s = 0; s < NQ; ++s) {
+          double g[RT];
+#pragma unroll
+          for (int r = 0; r < RT; ++r) g[r] = has[r] ? F[(col + 32 * r) * LDF + s] : 0.0;
+          double v[RO];
+          const double2 *row2 = reinterpret_cast<const double2 *>(Tp + s * LDP);
+#pragma unroll
+          for (int o2 = 0; o2 < RO / 2; ++o2) {
+            const double2 w = row2[o2];
+            v[2 * o2] = w.x;
+            v[2 * o2 + 1] = w.y;
+          }
+          if (RO & 1) v[RO - 1] = Tp[s * LDP + RO - 1];
+#pragma unroll
+          for (int r = 0; r < RT; ++r)
+#pragma unroll
+            for (int o = 0; o < RO; ++o) u[r][o] = hk_fma(v[o], g[r], u[r][o]);
+        }
+#pragma unroll
+        for (int r = 0; r < RT; ++r) {
+          const double dt = st.sdisp[slot * B + col + 32 * r];
+          if (has[r] && dt != 0.0)
+#pragma unroll
+            for (int o = 0; o < RO; ++o) u[r][o] += dt;
+        }
+      }
+    }
+    __syncthreads();  // every lane's bad flag is final
+#pragma unroll
+    for (int r = 0; r < RT; ++r) {
+      const int lane = col + 32 * r;
+      const uint32_t i = st.ltarget[lane];
+      if (i == kNotFound) continue;
+      const bool nan = st.lbad[lane] != 0u;
+      double *ob = out + static_cast<size_t>(i) * NQ;
+#pragma unroll
+      for (int o = 0; o < RO; ++o) {
+        const int t = part * RO + o;
+        if (t < NQ) ob[t] = nan ? __longlong_as_double(0x7FF8000000000000ll) : u[r][o];
+      }
+    }
+  }
+}
+
+// --- The target-tiled schedule on NVIDIA's FP64 tensor cores -------------
+//
+// The same tiles, slots, staging and order of keys as list1_tiled_kernel,
+// but per key the products are one matrix product per warp on the FP64
+// tensor cores (mma.sync m8n8k4, sm_80 and later): U(t, n) += Σ_s
+// A(t, s) · G(s, n) with A(t, s) = T(case, s, t) (the case matrix, q^d
+// padded to whole 8 × 4 tiles with zeros) and G(s, n) = scale_n · f[box_n,
+// s] (zero for a lane without a pair of the key), n over the warp's 32
+// target boxes. A warp's accumulators (⌈q^d / 8⌉ × 4 fragments of 8 × 8)
+// stay in registers for the whole tile. Each mma adds four products to an
+// accumulator element (a k-step); the order (keys ascending, k-steps of
+// the source modes in order) is the same for every tile width and layout,
+// so the same bits for all of them and from run to run, but not the FMA
+// kernel's bits.
+#if defined(HIPKERN_L1_NVCC)
+// Padded sizes: rows (target points) to 8, columns (source modes) to 4;
+// the row stride ≡ 4 (mod 16) doubles so a fragment load (rows g = 0..3 or
+// 4..7 of a half-warp, columns c = 0..3) hits 16 distinct bank pairs.
+__host__ __device__ constexpr int mma_m_tiles(int nq) { return (nq + 7) / 8; }
+__host__ __device__ constexpr int mma_k_steps(int nq) { return (nq + 3) / 4; }
+__host__ __device__ constexpr int mma_stride(int nq) {
+  return (mma_k_steps(nq) * 4 + 11) / 16 * 16 + 4;
+}
+
+// [A m_tiles·8 × stride f64] [G B × stride f64] [state].
+__host__ __device__ inline size_t mma_matrix_bytes(int nq, int b) {
+  return static_cast<size_t>(mma_m_tiles(nq)) * 8 * mma_stride(nq) * 8 +
+         static_cast<size_t>(b) * mma_stride(nq) * 8;
+}
+__host__ __device__ inline size_t mma_shared(int nq, int b) {
+  return (mma_matrix_bytes(nq, b) + 15) / 16 * 16 + tiled_state_bytes(nq, b);
+}
+
+// d = a·b + c on one 8 × 8 × 4 tile (fragments: a = A(lane / 4, lane % 4),
+// b = B(lane % 4, lane / 4), c/d = C(lane / 4, 2·(lane % 4) + {0, 1})).
+__device__ __forceinline__ void mma_8x8x4(double &d0, double &d1, double a, double b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m8n8k4.row.col.f64.f64.f64.f64 {%0, %1}, {%2}, {%3}, {%0, %1};"
+               : "+d"(d0), "+d"(d1)
+               : "d"(a), "d"(b));
+#else
+  (void)d0;
+  (void)d1;
+  (void)a;
+  (void)b;
+  __trap();  // never launched: mma_available() is false for these builds
+#endif
+}
+
+// Whether every architecture this file is built for has the FP64 mma
+// (sm_80+), from nvcc's list of them (host and device passes).
+constexpr bool mma_built() {
+#if defined(__CUDA_ARCH_LIST__)
+  constexpr int archs[] = {__CUDA_ARCH_LIST__};
+  for (int a : archs)
+    if (a < 800) return false;
+  return true;
+#else
+  return false;
+#endif
+}
+
+template <int D, int LAYOUT, int NQ, int WARPS>
+__global__ void __launch_bounds__(32 * WARPS)
+    list1_tiled_mma_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
+                           hipkern_list1_tiles tl, const double *__restrict__ f,
+                           double *__restrict__ out, uint32_t lookup_bits) {
+  constexpr int MT = mma_m_tiles(NQ);
+  constexpr int KS = mma_k_steps(NQ);
+  constexpr int LD = mma_stride(NQ);
+  constexpr int B = 32 * WARPS;
+  constexpr int THREADS = B;
+  extern __shared__ double smem_d[];
+  double *A = smem_d;
+  double *G = A + MT * 8 * LD;
+  const TiledState st = tiled_state(
+      reinterpret_cast<unsigned char *>(smem_d) + (mma_matrix_bytes(NQ, B) + 15) / 16 * 16, NQ, B);
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid >> 5;
+  const int lane = tid & 31;
+  const int g = lane >> 2, cq = lane & 3;
+  const int n_cases = tab.n_cases;
+  const int64_t n_rows = tab.n_rows;
+  if (LAYOUT == HIPKERN_LIST1_ORBIT) fill_digits<D>(tab.q, NQ, st.dig);
+  // The padding (rows past nq, columns past nq) stays zero.
+  for (int x = tid; x < MT * 8 * LD + B * LD; x += THREADS) A[x] = 0.0;
+  for (int64_t k = blockIdx.x; k < tl.n_tiles; k += gridDim.x) {
+    tiled_tile_begin<B, THREADS>(pr, tl, k, st);
+    double acc[MT][4][2];
+#pragma unroll
+    for (int m = 0; m < MT; ++m)
+#pragma unroll
+      for (int n = 0; n < 4; ++n) acc[m][n][0] = acc[m][n][1] = 0.0;
+    const uint32_t e0 = tl.tile_key_offsets[k], e1 = tl.tile_key_offsets[k + 1];
+    for (uint32_t e = e0; e < e1; ++e) {
+      const int kk = static_cast<int>((e - e0) % kTiledKeyChunk);
+      const int buf = static_cast<int>(((e - e0) / kTiledKeyChunk) & 1);
+      if (kk == 0) {
+        const uint32_t left = e1 - e;
+        tiled_slots<NQ, B, THREADS>(tab, pr, tl, f, e,
+                                    left < kTiledKeyChunk ? static_cast<int>(left) : kTiledKeyChunk,
+                                    buf, st);
+      }
+      const uint32_t key = tl.keys[e];
+      const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
+      const uint32_t table = key / static_cast<uint32_t>(n_cases);
+      const double *__restrict__ V =
+          tab.values + static_cast<size_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
+                           static_cast<size_t>(n_rows);
+      __syncthreads();  // the previous key's A and G are read; this chunk's slots written
+      if (tid == 0) decode_case_layout<D, LAYOUT>(tab, c, st.soc, st.cand, st.cinfo);
+      __syncthreads();
+      const int slot = buf * kTiledKeyChunk + kk;
+      tiled_case_matrix<D, LAYOUT, NQ, THREADS>(tab, V, c, st, lookup_bits, A,
+                                                [](int s, int t) { return t * LD + s; });
+      tiled_sources<NQ, B, THREADS, true>(f, st, slot, G, LD);
+      __syncthreads();
+      const double *Gw = G + warp * 32 * LD;
+#pragma unroll 2
+      for (int ks = 0; ks < KS; ++ks) {
+        double a[MT], b[4];
+#pragma unroll
+        for (int m = 0; m < MT; ++m) a[m] = A[(m * 8 + g) * LD + ks * 4 + cq];
+#pragma unroll
+        for (int n = 0; n < 4; ++n) b[n] = Gw[(n * 8 + g) * LD + ks * 4 + cq];
+#pragma unroll
+        for (int m = 0; m < MT; ++m)
+#pragma unroll
+          for (int n = 0; n < 4; ++n) mma_8x8x4(acc[m][n][0], acc[m][n][1], a[m], b[n]);
+      }
+      // The displacement term (2D Laplace) of each of this thread's
+      // accumulator columns' boxes (0 for a lane without a pair).
+#pragma unroll
+      for (int n = 0; n < 4; ++n)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const double dt = st.sdisp[slot * B + warp * 32 + n * 8 + 2 * cq + h];
+          if (dt != 0.0)
+#pragma unroll
+            for (int m = 0; m < MT; ++m) acc[m][n][h] += dt;
+        }
+    }
+    __syncthreads();  // every lane's bad flag is final
+#pragma unroll
+    for (int n = 0; n < 4; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int l = warp * 32 + n * 8 + 2 * cq + h;
+        const uint32_t ib = st.ltarget[l];
+        if (ib == kNotFound) continue;
+        const bool nan = st.lbad[l] != 0u;
+        double *ob = out + static_cast<size_t>(ib) * NQ;
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          const int t = m * 8 + g;
+          if (t < NQ) ob[t] = nan ? __longlong_as_double(0x7FF8000000000000ll) : acc[m][n][h];
+        }
+      }
+  }
+}
+
+// Whether this device and build run list1_tiled_mma_kernel.
+bool mma_available() {
+  if (!mma_built()) return false;
+  int dev = 0, major = 0;
+  if (hipGetDevice(&dev) != hipSuccess ||
+      hipDeviceGetAttribute(&major, hipDeviceAttributeComputeCapabilityMajor, dev) != hipSuccess) {
+    (void)hipGetLastError();
+    return false;
+  }
+  return major >= 8;
+}
+#endif  // HIPKERN_L1_NVCC
 
 // The largest dynamic shared memory one block may take on this device.
 int shared_limit() {
@@ -1403,6 +1944,94 @@ int32_t launch_grouped(const hipkern_list1_table &tab, const hipkern_list1_pairs
   return static_cast<int32_t>(hipGetLastError());
 }
 
+template <int D, int LAYOUT, int NQ, int RT>
+int32_t launch_tiled_rt(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
+                        const hipkern_list1_tiles &tl, const double *f, double *out,
+                        hipStream_t s) {
+  uint32_t bits = 0;
+  if (LAYOUT == HIPKERN_LIST1_FALLBACK)
+    while ((1u << bits) < tab.lookup_size) ++bits;
+  const size_t shmem = tiled_shared(NQ, 32 * RT);
+  (void)hipGetLastError();  // a stale error must not be reported as ours
+  const int32_t e =
+      allow_shared(reinterpret_cast<const void *>(&list1_tiled_kernel<D, LAYOUT, NQ, RT>), shmem);
+  if (e != 0) return e;
+  const int64_t blocks = tl.n_tiles < kMaxBlocks ? tl.n_tiles : kMaxBlocks;
+  list1_tiled_kernel<D, LAYOUT, NQ, RT>
+      <<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * tiled_parts(NQ)), shmem, s>>>(
+          tab, pr, tl, f, out, bits);
+  return static_cast<int32_t>(hipGetLastError());
+}
+
+#if defined(HIPKERN_L1_NVCC)
+template <int D, int LAYOUT, int NQ, int WARPS>
+int32_t launch_tiled_mma(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
+                         const hipkern_list1_tiles &tl, const double *f, double *out,
+                         hipStream_t s) {
+  uint32_t bits = 0;
+  if (LAYOUT == HIPKERN_LIST1_FALLBACK)
+    while ((1u << bits) < tab.lookup_size) ++bits;
+  const size_t shmem = mma_shared(NQ, 32 * WARPS);
+  (void)hipGetLastError();  // a stale error must not be reported as ours
+  const int32_t e = allow_shared(
+      reinterpret_cast<const void *>(&list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS>), shmem);
+  if (e != 0) return e;
+  const int64_t blocks = tl.n_tiles < kMaxBlocks ? tl.n_tiles : kMaxBlocks;
+  list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS>
+      <<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * WARPS), shmem, s>>>(
+          tab, pr, tl, f, out, bits);
+  return static_cast<int32_t>(hipGetLastError());
+}
+#endif
+
+// The tensor-core kernel where the caller allows it and the device and
+// build have it, else the FMA kernel;
+// targets_per_tile = 32 · RT (checked by the entry point: 32, 64 or 128).
+template <int D, int LAYOUT, int NQ>
+int32_t launch_tiled_nq(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
+                        const hipkern_list1_tiles &tl, const double *f, double *out,
+                        hipStream_t s) {
+#if defined(HIPKERN_L1_NVCC)
+  if (tl.arithmetic == HIPKERN_LIST1_TILED_AUTO && mma_available()) {
+    switch (tl.targets_per_tile) {
+      case 32: return launch_tiled_mma<D, LAYOUT, NQ, 1>(tab, pr, tl, f, out, s);
+      case 64: return launch_tiled_mma<D, LAYOUT, NQ, 2>(tab, pr, tl, f, out, s);
+      default: return launch_tiled_mma<D, LAYOUT, NQ, 4>(tab, pr, tl, f, out, s);
+    }
+  }
+#endif
+  switch (tl.targets_per_tile) {
+    case 32: return launch_tiled_rt<D, LAYOUT, NQ, 1>(tab, pr, tl, f, out, s);
+    case 64: return launch_tiled_rt<D, LAYOUT, NQ, 2>(tab, pr, tl, f, out, s);
+    default: return launch_tiled_rt<D, LAYOUT, NQ, 4>(tab, pr, tl, f, out, s);
+  }
+}
+
+// q^D ≤ 64: 2D q ≤ 8, 3D q ≤ 4 (checked by the entry point).
+template <int D, int LAYOUT>
+int32_t launch_tiled(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
+                     const hipkern_list1_tiles &tl, const double *f, double *out, hipStream_t s) {
+  if constexpr (D == 3) {
+    switch (tab.q) {
+      case 1: return launch_tiled_nq<D, LAYOUT, 1>(tab, pr, tl, f, out, s);
+      case 2: return launch_tiled_nq<D, LAYOUT, 8>(tab, pr, tl, f, out, s);
+      case 3: return launch_tiled_nq<D, LAYOUT, 27>(tab, pr, tl, f, out, s);
+      default: return launch_tiled_nq<D, LAYOUT, 64>(tab, pr, tl, f, out, s);
+    }
+  } else {
+    switch (tab.q) {
+      case 1: return launch_tiled_nq<D, LAYOUT, 1>(tab, pr, tl, f, out, s);
+      case 2: return launch_tiled_nq<D, LAYOUT, 4>(tab, pr, tl, f, out, s);
+      case 3: return launch_tiled_nq<D, LAYOUT, 9>(tab, pr, tl, f, out, s);
+      case 4: return launch_tiled_nq<D, LAYOUT, 16>(tab, pr, tl, f, out, s);
+      case 5: return launch_tiled_nq<D, LAYOUT, 25>(tab, pr, tl, f, out, s);
+      case 6: return launch_tiled_nq<D, LAYOUT, 36>(tab, pr, tl, f, out, s);
+      case 7: return launch_tiled_nq<D, LAYOUT, 49>(tab, pr, tl, f, out, s);
+      default: return launch_tiled_nq<D, LAYOUT, 64>(tab, pr, tl, f, out, s);
+    }
+  }
+}
+
 }  // namespace
 
 extern "C" {
@@ -1479,6 +2108,48 @@ int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *table,
     case HIPKERN_LIST1_DENSE: return launch_grouped<3, HIPKERN_LIST1_DENSE>(t, p, g, source_values, out, n, s);
     case HIPKERN_LIST1_ORBIT: return launch_grouped<3, HIPKERN_LIST1_ORBIT>(t, p, g, source_values, out, n, s);
     default: return launch_grouped<3, HIPKERN_LIST1_FALLBACK>(t, p, g, source_values, out, n, s);
+  }
+}
+
+int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
+                                     const hipkern_list1_pairs *pairs,
+                                     const hipkern_list1_tiles *tiles,
+                                     const double *source_values, double *out, void *stream) {
+  if (!table || !pairs || !tiles) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  const hipkern_list1_table &t = *table;
+  const hipkern_list1_pairs &p = *pairs;
+  const hipkern_list1_tiles &g = *tiles;
+  int64_t nq = 0;
+  const int32_t rc = check_table_and_pairs(t, p, &nq);
+  if (rc != HIPKERN_SUCCESS) return rc;
+  if (nq > HIPKERN_LIST1_TILED_MAX_MODES) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  const int b = g.targets_per_tile;
+  if ((b != 32 && b != 64 && b != 128) || g.n_tiles < 0 || g.n_tiles > INT64_MAX / b ||
+      (g.arithmetic != HIPKERN_LIST1_TILED_AUTO && g.arithmetic != HIPKERN_LIST1_TILED_FMA))
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  size_t shmem = tiled_shared(static_cast<int>(nq), b);
+#if defined(HIPKERN_L1_NVCC)
+  if (g.arithmetic == HIPKERN_LIST1_TILED_AUTO && mma_available())
+    shmem = mma_shared(static_cast<int>(nq), b);
+#endif
+  if (shmem > static_cast<size_t>(shared_limit())) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (g.n_tiles == 0) return HIPKERN_SUCCESS;
+  if (!g.tile_key_offsets || !g.keys || !g.tile_targets || !g.key_pairs)
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  const int32_t rb = check_buffers(t, p, source_values, out);
+  if (rb != HIPKERN_SUCCESS) return rb;
+  hipStream_t s = static_cast<hipStream_t>(stream);
+  if (t.dim == 2) {
+    switch (t.layout) {
+      case HIPKERN_LIST1_DENSE: return launch_tiled<2, HIPKERN_LIST1_DENSE>(t, p, g, source_values, out, s);
+      case HIPKERN_LIST1_ORBIT: return launch_tiled<2, HIPKERN_LIST1_ORBIT>(t, p, g, source_values, out, s);
+      default: return launch_tiled<2, HIPKERN_LIST1_FALLBACK>(t, p, g, source_values, out, s);
+    }
+  }
+  switch (t.layout) {
+    case HIPKERN_LIST1_DENSE: return launch_tiled<3, HIPKERN_LIST1_DENSE>(t, p, g, source_values, out, s);
+    case HIPKERN_LIST1_ORBIT: return launch_tiled<3, HIPKERN_LIST1_ORBIT>(t, p, g, source_values, out, s);
+    default: return launch_tiled<3, HIPKERN_LIST1_FALLBACK>(t, p, g, source_values, out, s);
   }
 }
 

@@ -1008,7 +1008,8 @@ fn list1_device_backend_fails_cleanly_without_a_device() {
 /// trees (2D q = 3 Laplace, 3D q = 2 Yukawa per level, 2D q = 2
 /// directional derivative without ORBIT): the printed difference from the
 /// CPU evaluator is ≤ 1e−13 relative, and `--out` is the same file for
-/// the per-target schedule at batch 1 and 32 and the grouped schedule.
+/// the per-target schedule at batch 1 and 32 and the grouped schedule; the
+/// tiled schedule (FMAs in case order) is within the same bound.
 #[test]
 #[ignore = "needs a GPU"]
 fn list1_device_backend_matches_the_cpu_evaluator() {
@@ -1045,7 +1046,12 @@ fn list1_device_backend_matches_the_cpu_evaluator() {
     for (flags, tree, layouts) in cases {
         for layout in layouts {
             let mut outs = Vec::new();
-            for (batch, schedule) in [("1", "per-target"), ("32", "per-target"), ("1", "grouped")] {
+            for (batch, schedule) in [
+                ("1", "per-target"),
+                ("32", "per-target"),
+                ("1", "grouped"),
+                ("1", "tiled"),
+            ] {
                 let out = format!("u-{layout}-{batch}-{schedule}.npy");
                 let mut a = vec!["list1"];
                 a.extend(flags);

@@ -27,10 +27,10 @@
 //! host validation gives the CPU evaluator's own errors for bad inputs.
 mod common;
 use hipkern::nearfield::{
-    evaluate_list1, BalancedTree, DenseOrbits, EntryQuadrature, FallbackDescriptors, Kernel,
-    List1Boxes, List1Evaluator, List1Layout, List1Payload, List1ReducedTables, List1Schedule,
-    List1Tables, NearFieldTable, OrbitDescriptors, RandomTreeConfig, ReducedTable,
-    DEFAULT_PAIR_SCRATCH_BYTES, MAX_GROUPED_MODES,
+    default_targets_per_tile, evaluate_list1, BalancedTree, DenseOrbits, EntryQuadrature,
+    FallbackDescriptors, Kernel, List1Boxes, List1Evaluator, List1Layout, List1Payload,
+    List1ReducedTables, List1Schedule, List1Tables, NearFieldTable, OrbitDescriptors,
+    RandomTreeConfig, ReducedTable, DEFAULT_PAIR_SCRATCH_BYTES, MAX_GROUPED_MODES, MAX_TILED_MODES,
 };
 use hipkern::rng::SplitMix64;
 use hipkern::{Device, Stream};
@@ -227,6 +227,7 @@ fn check_layouts(
     let fd = device.htod_copy(f).unwrap();
     let mut worst = 0.0f64;
     let mut resolved_out: Option<Vec<f64>> = None;
+    let mut tiled_ref: [Option<Vec<f64>>; 2] = [None, None];
     let variants = [
         (List1Layout::Dense, false),
         (List1Layout::Orbit, false),
@@ -374,6 +375,38 @@ fn check_layouts(
                 }
             }
         }
+        // The tiled schedule on the tensor cores (where the device has
+        // them) and with FMAs: keys in order, so against `want` to the
+        // tolerance only; per arithmetic bitwise the same at every tile
+        // width and, where the layouts hold the same entries (`exact`), for
+        // every layout.
+        if ev.n_modes() <= MAX_TILED_MODES {
+            for (ai, tensor) in [true, false].into_iter().enumerate() {
+                let t0 = check_tiled(
+                    &format!("{what} {layout}"),
+                    &mut ev,
+                    stream,
+                    boxes,
+                    &fd,
+                    want,
+                    tensor,
+                );
+                worst = worst.max(t0.1);
+                if exact {
+                    match &tiled_ref[ai] {
+                        None => tiled_ref[ai] = Some(t0.0),
+                        Some(r) => assert!(
+                            r.iter().zip(&t0.0).all(|(a, b)| a.to_bits() == b.to_bits()),
+                            "{what} {layout}: tiled (tensor cores {tensor}) differs from the first layout's"
+                        ),
+                    }
+                }
+            }
+            ev.set_tiled_tensor_cores(true);
+            ev.set_schedule(List1Schedule::PerTarget).unwrap();
+        } else {
+            assert!(ev.set_schedule(List1Schedule::TargetTiled).is_err());
+        }
         ev.set_target_batch_size(1).unwrap();
         let v = ev.evaluate(stream, boxes, f).unwrap();
         ev.set_pair_scratch_bytes(DEFAULT_PAIR_SCRATCH_BYTES)
@@ -394,6 +427,55 @@ fn check_layouts(
         }
     }
     worst
+}
+
+/// The tiled schedule of `ev` (tensor cores allowed or not) at the default
+/// tile width, 32 and 128, each against `want` to [`TOL`] and bitwise equal
+/// to the default width's; returns that output and the worst error.
+#[allow(clippy::too_many_arguments)]
+fn check_tiled(
+    what: &str,
+    ev: &mut List1Evaluator,
+    stream: &Stream,
+    boxes: &List1Boxes<'_>,
+    fd: &hipkern::DeviceBuffer<f64>,
+    want: &[f64],
+    tensor: bool,
+) -> (Vec<f64>, f64) {
+    ev.set_schedule(List1Schedule::TargetTiled).unwrap();
+    ev.set_tiled_tensor_cores(tensor);
+    let arith = if tensor { "tensor" } else { "fma" };
+    let mut first: Option<Vec<f64>> = None;
+    let mut worst = 0.0f64;
+    for width in [default_targets_per_tile(ev.n_modes()), 32, 128] {
+        ev.set_targets_per_tile(width).unwrap();
+        let mut plan = ev.plan(boxes).unwrap();
+        assert_eq!(plan.targets_per_tile(), width);
+        assert_eq!(plan.target_tiles(), plan.n_targets().div_ceil(width));
+        assert!(plan.tile_slots() >= plan.n_pairs());
+        let out = run_into(ev, stream, &mut plan, fd);
+        let (err, _) = compare(&format!("{what} tiled {arith} {width}"), &out, want);
+        assert!(
+            err <= TOL,
+            "{what} tiled {arith} {width}: relative error {err:.3e}"
+        );
+        eprintln!(
+            "{what} tiled {arith} {width}: rel err {err:.2e}, {} tiles, lanes busy {:.3}",
+            plan.target_tiles(),
+            plan.n_pairs() as f64 / plan.tile_slots().max(1) as f64
+        );
+        worst = worst.max(err);
+        match &first {
+            None => first = Some(out),
+            Some(t0) => assert!(
+                t0.iter().zip(&out).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{what}: tiled {arith} {width} differs from the default width"
+            ),
+        }
+    }
+    ev.set_targets_per_tile(default_targets_per_tile(ev.n_modes()))
+        .unwrap();
+    (first.unwrap(), worst)
 }
 
 /// Reduced tables of every kernel at `qs` on a random tree of `dim`, all

@@ -617,6 +617,73 @@ int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *table,
                                        const hipkern_list1_groups *groups,
                                        const double *source_values, double *out, void *stream);
 
+/** Largest q^dim of the target-tiled schedule (a box's outputs are one
+ * thread's registers). */
+#define HIPKERN_LIST1_TILED_MAX_MODES 64
+
+/**
+ * The target-tiled schedule (hipkern_list1_evaluate_tiled), device pointers
+ * except the counts. Tile k is targets_per_tile (32, 64 or 128) target
+ * boxes tile_targets[k · targets_per_tile + lane] (0xFFFFFFFF: no box on
+ * that lane; every target box should be on exactly one lane of one tile:
+ * a box on none keeps its output rows) and the keys
+ * keys[tile_key_offsets[k] .. tile_key_offsets[k + 1]) (tile_key_offsets:
+ * n_tiles + 1 ascending absolute indices), each key = table · n_cases +
+ * case (table = level_table[box_levels[source box]]). For the key at
+ * absolute index e, key_pairs[e · targets_per_tile + lane] is the pair id
+ * of that lane's box with that key, or 0xFFFFFFFF; every pair of a tile's
+ * boxes must appear exactly once (a pair in no slot is not detected: it
+ * is left out of its target's sum).
+ */
+/** hipkern_list1_tiles.arithmetic: AUTO takes NVIDIA's FP64 tensor cores
+ * (mma.sync m8n8k4, sm_80 and later) where the device and the build (every
+ * architecture it targets) have them, else FMAs; FMA always takes FMAs. */
+typedef enum hipkern_list1_tiled_arithmetic {
+  HIPKERN_LIST1_TILED_AUTO = 0,
+  HIPKERN_LIST1_TILED_FMA = 1
+} hipkern_list1_tiled_arithmetic;
+
+typedef struct hipkern_list1_tiles {
+  int32_t targets_per_tile;
+  int32_t arithmetic;
+  int64_t n_tiles;
+  const uint32_t *tile_targets;
+  const uint32_t *tile_key_offsets;
+  const uint32_t *keys;
+  const uint32_t *key_pairs;
+} hipkern_list1_tiles;
+
+/**
+ * List 1, target-tiled: the value of hipkern_list1_evaluate to rounding,
+ * one kernel on `stream`. One block per tile: per key (ascending) the
+ * block builds the case matrix T(case, s, t) once in shared memory (from
+ * the layout, as hipkern_list1_evaluate reconstructs it) and each box
+ * with a pair j of that key adds
+ *   sum over s in order of T(case, s, t) · (scale_j · f[box_j · nq + s])
+ * into its outputs u(t), then disp_j (the
+ * level's displacement times sum_s f_s · N_s, where nonzero). out[i · nq
+ * + t] = u(t) for every box i of a tile; NaN for a box one of whose slots
+ * holds a pair outside its list or of another case or table.
+ * The sums: with FMAs (32 · ceil(q^dim / 9) threads, each holding
+ * targets_per_tile / 32 boxes × at most 9 of their outputs in registers;
+ * one FMA per source mode in order), or on the FP64 tensor cores
+ * (`arithmetic`; one warp per 32 boxes, the products as 8 × 8 × 4 matrix
+ * tiles: four source modes per step, in order). Either order (keys
+ * ascending) is not hipkern_list1_evaluate's: results agree with it (and
+ * the CPU evaluator) to rounding, not bit for bit; for one arithmetic they
+ * are the same bits for every targets_per_tile and every layout holding
+ * the same entry values, and from run to run.
+ * Requires q^dim <= HIPKERN_LIST1_TILED_MAX_MODES and the kernel's shared
+ * memory (about 8 · q^dim · (q^dim + 1 + targets_per_tile) bytes) within the
+ * device's limit per block. The entry point checks those, what
+ * hipkern_list1_evaluate checks, and the tiles' pointers, and returns
+ * HIPKERN_ERROR_INVALID_ARGUMENT before launching anything.
+ */
+int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
+                                     const hipkern_list1_pairs *pairs,
+                                     const hipkern_list1_tiles *tiles,
+                                     const double *source_values, double *out, void *stream);
+
 #ifdef __cplusplus
 }
 #endif

@@ -128,9 +128,10 @@ pub struct List1Args {
     #[arg(long, value_name = "N", default_value_t = 1)]
     pub(super) batch: usize,
     /// The device's schedule: grouped (pairs grouped by case, each case
-    /// matrix built once per tile; the default where q^D <= 64) or
-    /// per-target (same result).
-    #[arg(long, value_name = "grouped|per-target")]
+    /// matrix built once per tile; the default where q^D <= 64),
+    /// per-target (same result, bit for bit) or tiled (target boxes in
+    /// tiles, FMAs in case order: the same result to rounding; q^D <= 64).
+    #[arg(long, value_name = "grouped|per-target|tiled")]
     pub(super) schedule: Option<String>,
     /// Source values: a float64/float32 .npy of shape (n_boxes, q^D), per
     /// leaf (in the tree's order) at its nodes; default: the smooth density

@@ -93,6 +93,7 @@ use super::list1::{
     TableShape,
 };
 use super::list1_grouping::{group_pairs, tile_capacity, GroupChunk, PairGrouping};
+use super::list1_tiling::tile_targets;
 use super::orbit::OrbitDescriptors;
 use super::reduced::ReducedTable;
 use super::table::NearFieldTable;
@@ -110,6 +111,22 @@ pub const MAX_TARGET_BATCH_SIZE: usize = sys::HIPKERN_LIST1_MAX_BATCH as usize;
 pub const DEFAULT_PAIR_SCRATCH_BYTES: usize = 256 << 20;
 /// The largest `q^d` of the case-grouped schedule.
 pub const MAX_GROUPED_MODES: usize = sys::HIPKERN_LIST1_GROUPED_MAX_MODES as usize;
+/// The largest `q^d` of the target-tiled schedule.
+pub const MAX_TILED_MODES: usize = sys::HIPKERN_LIST1_TILED_MAX_MODES as usize;
+/// Target boxes per tile of the target-tiled schedule that the device
+/// takes (threads per block).
+pub const TILE_TARGET_CHOICES: [usize; 3] = [32, 64, 128];
+
+/// The default target boxes per tile for `n_modes = q^d`: 64, or 32 at
+/// `q^d > 49` (the block's case matrix and source rows then stay under
+/// 64 KB of shared memory, what AMD's LDS gives a block).
+pub fn default_targets_per_tile(n_modes: usize) -> usize {
+    if n_modes > 49 {
+        32
+    } else {
+        64
+    }
+}
 
 /// How the device schedules the work (module docs); both give the same
 /// bits.
@@ -124,6 +141,13 @@ pub enum List1Schedule {
     /// applied to all its pairs, the products summed per target in list
     /// order. `q^d ≤` [`MAX_GROUPED_MODES`]; needs the plan's scratch.
     CaseGrouped,
+    /// `hipkern_list1_evaluate_tiled`: the target boxes in tiles of one
+    /// thread per box, each thread's outputs in registers; per key of the
+    /// tile the block builds the case matrix once in shared memory and the
+    /// threads with a pair of that key apply it with FMAs. Keys ascending,
+    /// so the same value as the others to rounding, not bit for bit.
+    /// `q^d ≤` [`MAX_TILED_MODES`].
+    TargetTiled,
 }
 
 impl List1Schedule {
@@ -138,23 +162,36 @@ impl List1Schedule {
     }
 
     /// Whether the schedule takes `n_modes = q^d` values per box (the
-    /// grouped one needs `n_modes ≤` [`MAX_GROUPED_MODES`]).
+    /// grouped one needs `n_modes ≤` [`MAX_GROUPED_MODES`], the tiled one
+    /// `n_modes ≤` [`MAX_TILED_MODES`]).
     pub fn check(self, n_modes: usize) -> Result<()> {
-        if self == List1Schedule::CaseGrouped && n_modes > MAX_GROUPED_MODES {
+        let max = match self {
+            List1Schedule::PerTarget => return Ok(()),
+            List1Schedule::CaseGrouped => MAX_GROUPED_MODES,
+            List1Schedule::TargetTiled => MAX_TILED_MODES,
+        };
+        if n_modes > max {
             return bad(format!(
-                "the grouped schedule takes q^d ≤ {MAX_GROUPED_MODES}; this table has q^d = \
-                 {n_modes} (use per-target)"
+                "the {self} schedule takes q^d ≤ {max}; this table has q^d = {n_modes} (use \
+                 per-target)"
             ));
         }
         Ok(())
     }
 
-    /// `per-target` or `grouped`.
+    /// `per-target`, `grouped` or `tiled`.
     pub fn name(self) -> &'static str {
         match self {
             List1Schedule::PerTarget => "per-target",
             List1Schedule::CaseGrouped => "grouped",
+            List1Schedule::TargetTiled => "tiled",
         }
+    }
+
+    /// Whether the schedule gives the CPU evaluator's bits (per-target and
+    /// grouped: list order, unfused) or agrees to rounding (tiled).
+    pub fn is_bitwise(self) -> bool {
+        self != List1Schedule::TargetTiled
     }
 }
 
@@ -170,7 +207,10 @@ impl std::str::FromStr for List1Schedule {
         match s {
             "per-target" => Ok(List1Schedule::PerTarget),
             "grouped" => Ok(List1Schedule::CaseGrouped),
-            _ => bad(format!("schedule '{s}': expected per-target or grouped")),
+            "tiled" => Ok(List1Schedule::TargetTiled),
+            _ => bad(format!(
+                "schedule '{s}': expected per-target, grouped or tiled"
+            )),
         }
     }
 }
@@ -746,6 +786,8 @@ pub struct List1Evaluator {
     batch: usize,
     schedule: List1Schedule,
     pair_scratch_bytes: usize,
+    targets_per_tile: usize,
+    tiled_tensor_cores: bool,
 }
 
 impl std::fmt::Debug for List1Evaluator {
@@ -760,6 +802,7 @@ impl std::fmt::Debug for List1Evaluator {
             .field("bytes", &self.bytes)
             .field("target_batch_size", &self.batch)
             .field("schedule", &self.schedule)
+            .field("targets_per_tile", &self.targets_per_tile)
             .finish()
     }
 }
@@ -790,6 +833,18 @@ pub struct List1DevicePlan {
     level_table: DeviceBuffer<u32>,
     bytes: usize,
     groups: DeviceGrouping,
+    tiles: Option<DeviceTiling>,
+}
+
+/// The target-tiled schedule's part of a plan (`q^d ≤` [`MAX_TILED_MODES`]).
+struct DeviceTiling {
+    targets_per_tile: usize,
+    n_tiles: usize,
+    slots: usize,
+    tile_targets: DeviceBuffer<u32>,
+    tile_key_offsets: DeviceBuffer<u32>,
+    keys: DeviceBuffer<u32>,
+    key_pairs: DeviceBuffer<u32>,
 }
 
 /// The case-grouped schedule's part of a plan: the tiles on the device,
@@ -828,6 +883,24 @@ impl List1DevicePlan {
     /// the largest chunk (allocated at the first grouped evaluation).
     pub fn pair_scratch_bytes(&self) -> usize {
         self.groups.max_chunk_pairs * self.nq * 8
+    }
+
+    /// Tiles of the target-tiled schedule (0 where it does not apply).
+    pub fn target_tiles(&self) -> usize {
+        self.tiles.as_ref().map_or(0, |t| t.n_tiles)
+    }
+
+    /// The target-tiled schedule's lane slots (keys × lanes summed over the
+    /// tiles): its work in units of one pair. `n_pairs() / tile_slots()` is
+    /// the share of lanes busy per key (1 for a uniform tree's interior).
+    pub fn tile_slots(&self) -> usize {
+        self.tiles.as_ref().map_or(0, |t| t.slots)
+    }
+
+    /// Target boxes per tile of the tiled schedule (0 where it does not
+    /// apply).
+    pub fn targets_per_tile(&self) -> usize {
+        self.tiles.as_ref().map_or(0, |t| t.targets_per_tile)
     }
 
     /// Target boxes (output rows of `q^d` values).
@@ -913,6 +986,8 @@ impl List1Evaluator {
             batch: DEFAULT_TARGET_BATCH_SIZE,
             schedule: List1Schedule::default_for(payload.meta.nq),
             pair_scratch_bytes: DEFAULT_PAIR_SCRATCH_BYTES,
+            targets_per_tile: default_targets_per_tile(payload.meta.nq),
+            tiled_tensor_cores: true,
         })
     }
 
@@ -1044,6 +1119,40 @@ impl List1Evaluator {
         Ok(())
     }
 
+    /// Target boxes per tile of the target-tiled schedule for plans made
+    /// after [`Self::set_targets_per_tile`] (default
+    /// [`default_targets_per_tile`]).
+    pub fn targets_per_tile(&self) -> usize {
+        self.targets_per_tile
+    }
+
+    /// Sets the target boxes per tile (one of [`TILE_TARGET_CHOICES`]) for
+    /// plans made after this call. The device refuses a tile whose shared
+    /// memory exceeds its limit per block when it is evaluated.
+    pub fn set_targets_per_tile(&mut self, n: usize) -> Result<()> {
+        if !TILE_TARGET_CHOICES.contains(&n) {
+            return bad(format!(
+                "{n} target boxes per tile: must be one of {TILE_TARGET_CHOICES:?}"
+            ));
+        }
+        self.targets_per_tile = n;
+        Ok(())
+    }
+
+    /// Whether the tiled schedule may take NVIDIA's FP64 tensor cores
+    /// (default true: where the device and the build have them, sm_80 and
+    /// later; else it takes FMAs).
+    pub fn tiled_tensor_cores(&self) -> bool {
+        self.tiled_tensor_cores
+    }
+
+    /// Lets the tiled schedule take the FP64 tensor cores where it can
+    /// (`true`) or always FMAs (`false`). The two sum four products per
+    /// step or one: the same value to rounding, not the same bits.
+    pub fn set_tiled_tensor_cores(&mut self, allow: bool) {
+        self.tiled_tensor_cores = allow;
+    }
+
     /// Validates `boxes` as the CPU evaluator does (module docs) and
     /// uploads them for this evaluator (synchronously).
     pub fn plan(&self, boxes: &List1Boxes<'_>) -> Result<List1DevicePlan> {
@@ -1063,13 +1172,16 @@ impl List1Evaluator {
             .count();
         let nq = self.meta.nq;
         let n_cases = self.meta.n_cases;
+        let key = |j: usize| {
+            let lvl = usize::from(hp.box_levels[hp.sources[j] as usize]);
+            hp.scalings[lvl].table * n_cases + usize::from(hp.cases[j])
+        };
+        let tiling = (nq <= MAX_TILED_MODES)
+            .then(|| tile_targets(&hp.starts, |j| key(j) as u32, self.targets_per_tile));
         let grouping: PairGrouping = group_pairs(
             &hp.starts,
             self.n_tables * n_cases,
-            |j| {
-                let lvl = usize::from(hp.box_levels[hp.sources[j] as usize]);
-                hp.scalings[lvl].table * n_cases + usize::from(hp.cases[j])
-            },
+            key,
             (self.pair_scratch_bytes / (8 * nq)).max(1),
             tile_capacity(nq),
         );
@@ -1079,7 +1191,13 @@ impl List1Evaluator {
             + 20 * scale.len()
             + 4 * (grouping.tile_offsets.len()
                 + grouping.tile_keys.len()
-                + grouping.tile_pairs.len());
+                + grouping.tile_pairs.len())
+            + tiling.as_ref().map_or(0, |t| {
+                4 * (t.tile_targets.len()
+                    + t.tile_key_offsets.len()
+                    + t.keys.len()
+                    + t.key_pairs.len())
+            });
         Ok(List1DevicePlan {
             evaluator: self.id,
             device: d.ordinal(),
@@ -1104,6 +1222,18 @@ impl List1Evaluator {
                 chunks: grouping.chunks,
                 max_chunk_pairs: grouping.max_chunk_pairs,
                 scratch: None,
+            },
+            tiles: match tiling {
+                None => None,
+                Some(t) => Some(DeviceTiling {
+                    targets_per_tile: t.targets_per_tile,
+                    n_tiles: t.n_tiles(),
+                    slots: t.slots(),
+                    tile_targets: upload(d, &t.tile_targets)?,
+                    tile_key_offsets: upload(d, &t.tile_key_offsets)?,
+                    keys: upload(d, &t.keys)?,
+                    key_pairs: upload(d, &t.key_pairs)?,
+                }),
             },
         })
     }
@@ -1198,6 +1328,12 @@ impl List1Evaluator {
                     self.launch_grouped(stream, plan, source_values.as_ptr(), out.as_mut_ptr())
                 }
             }
+            // SAFETY: as above; the tiles come from tile_targets over the
+            // plan's own validated pairs (every target on one lane, every
+            // pair in one slot of its own key and its own target's lane).
+            List1Schedule::TargetTiled => unsafe {
+                self.launch_tiled(stream, plan, source_values.as_ptr(), out.as_mut_ptr())
+            },
         }
     }
 
@@ -1367,6 +1503,44 @@ impl List1Evaluator {
             check("hipkern_list1_evaluate_grouped", status)?;
         }
         Ok(())
+    }
+
+    /// # Safety
+    /// As [`Self::launch`].
+    unsafe fn launch_tiled(
+        &self,
+        stream: &Stream,
+        plan: &List1DevicePlan,
+        f: *const f64,
+        out: *mut f64,
+    ) -> Result<()> {
+        let Some(tl) = plan.tiles.as_ref() else {
+            return bad(format!(
+                "the tiled schedule takes q^d ≤ {MAX_TILED_MODES}; this plan has q^d = {}",
+                plan.nq
+            ));
+        };
+        let t = self.raw_table();
+        let p = Self::raw_pairs(plan);
+        let tiles = sys::hipkern_list1_tiles {
+            targets_per_tile: tl.targets_per_tile as i32,
+            arithmetic: if self.tiled_tensor_cores {
+                sys::HIPKERN_LIST1_TILED_AUTO
+            } else {
+                sys::HIPKERN_LIST1_TILED_FMA
+            } as i32,
+            n_tiles: tl.n_tiles as i64,
+            tile_targets: tl.tile_targets.as_ptr(),
+            tile_key_offsets: tl.tile_key_offsets.as_ptr(),
+            keys: tl.keys.as_ptr(),
+            key_pairs: tl.key_pairs.as_ptr(),
+        };
+        self.device.bind()?;
+        // SAFETY: the caller's contract; the structs live across the call,
+        // which copies them into the launch.
+        let status =
+            unsafe { sys::hipkern_list1_evaluate_tiled(&t, &p, &tiles, f, out, stream.as_raw()) };
+        check("hipkern_list1_evaluate_tiled", status)
     }
 
     /// List 1 of host `source_values` over host `boxes`: validated as the

@@ -220,6 +220,7 @@ mod kernels;
 mod list1;
 mod list1_device;
 mod list1_grouping;
+mod list1_tiling;
 mod orbit;
 mod quadrature;
 mod reduced;
@@ -245,9 +246,10 @@ pub use list1::{
     List1Pairs, List1Tables,
 };
 pub use list1_device::{
-    List1DevicePlan, List1Evaluator, List1Layout, List1Payload, List1ReducedTables, List1Schedule,
-    List1UploadBytes, DEFAULT_PAIR_SCRATCH_BYTES, DEFAULT_TARGET_BATCH_SIZE, MAX_GROUPED_MODES,
-    MAX_TARGET_BATCH_SIZE,
+    default_targets_per_tile, List1DevicePlan, List1Evaluator, List1Layout, List1Payload,
+    List1ReducedTables, List1Schedule, List1UploadBytes, DEFAULT_PAIR_SCRATCH_BYTES,
+    DEFAULT_TARGET_BATCH_SIZE, MAX_GROUPED_MODES, MAX_TARGET_BATCH_SIZE, MAX_TILED_MODES,
+    TILE_TARGET_CHOICES,
 };
 pub use orbit::{OrbitDescriptors, OrbitSlot, GROUP_DERIVATIVE, GROUP_FLIPPABLE};
 pub use quadrature::{gauss_legendre, legendre_gauss_unit, q_points, MAX_QUAD_ORDER};

@@ -19,6 +19,7 @@ pub const HIPKERN_LIST1_MAX_BATCH: u32 = 1024;
 pub const HIPKERN_LIST1_MAX_LEVELS: u32 = 32;
 pub const HIPKERN_LIST1_GROUPED_MAX_MODES: u32 = 64;
 pub const HIPKERN_LIST1_GROUPED_MAX_PAIRS: u32 = 4294901760;
+pub const HIPKERN_LIST1_TILED_MAX_MODES: u32 = 64;
 unsafe extern "C" {
     #[doc = " HIPKERN_ABI_VERSION of the built library."]
     pub fn hipkern_abi_version() -> i32;
@@ -738,6 +739,51 @@ unsafe extern "C" {
         table: *const hipkern_list1_table,
         pairs: *const hipkern_list1_pairs,
         groups: *const hipkern_list1_groups,
+        source_values: *const f64,
+        out: *mut f64,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
+pub const HIPKERN_LIST1_TILED_AUTO: hipkern_list1_tiled_arithmetic = 0;
+pub const HIPKERN_LIST1_TILED_FMA: hipkern_list1_tiled_arithmetic = 1;
+#[doc = " The target-tiled schedule (hipkern_list1_evaluate_tiled), device pointers\n except the counts. Tile k is targets_per_tile (32, 64 or 128) target\n boxes tile_targets[k · targets_per_tile + lane] (0xFFFFFFFF: no box on\n that lane; every target box should be on exactly one lane of one tile:\n a box on none keeps its output rows) and the keys\n keys[tile_key_offsets[k] .. tile_key_offsets[k + 1]) (tile_key_offsets:\n n_tiles + 1 ascending absolute indices), each key = table · n_cases +\n case (table = level_table[box_levels[source box]]). For the key at\n absolute index e, key_pairs[e · targets_per_tile + lane] is the pair id\n of that lane's box with that key, or 0xFFFFFFFF; every pair of a tile's\n boxes must appear exactly once (a pair in no slot is not detected: it\n is left out of its target's sum).\n/\n/** hipkern_list1_tiles.arithmetic: AUTO takes NVIDIA's FP64 tensor cores\n (mma.sync m8n8k4, sm_80 and later) where the device and the build (every\n architecture it targets) have them, else FMAs; FMA always takes FMAs."]
+pub type hipkern_list1_tiled_arithmetic = ::core::ffi::c_uint;
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_list1_tiles {
+    pub targets_per_tile: i32,
+    pub arithmetic: i32,
+    pub n_tiles: i64,
+    pub tile_targets: *const u32,
+    pub tile_key_offsets: *const u32,
+    pub keys: *const u32,
+    pub key_pairs: *const u32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_list1_tiles"][::core::mem::size_of::<hipkern_list1_tiles>() - 48usize];
+    ["Alignment of hipkern_list1_tiles"][::core::mem::align_of::<hipkern_list1_tiles>() - 8usize];
+    ["Offset of field: hipkern_list1_tiles::targets_per_tile"]
+        [::core::mem::offset_of!(hipkern_list1_tiles, targets_per_tile) - 0usize];
+    ["Offset of field: hipkern_list1_tiles::arithmetic"]
+        [::core::mem::offset_of!(hipkern_list1_tiles, arithmetic) - 4usize];
+    ["Offset of field: hipkern_list1_tiles::n_tiles"]
+        [::core::mem::offset_of!(hipkern_list1_tiles, n_tiles) - 8usize];
+    ["Offset of field: hipkern_list1_tiles::tile_targets"]
+        [::core::mem::offset_of!(hipkern_list1_tiles, tile_targets) - 16usize];
+    ["Offset of field: hipkern_list1_tiles::tile_key_offsets"]
+        [::core::mem::offset_of!(hipkern_list1_tiles, tile_key_offsets) - 24usize];
+    ["Offset of field: hipkern_list1_tiles::keys"]
+        [::core::mem::offset_of!(hipkern_list1_tiles, keys) - 32usize];
+    ["Offset of field: hipkern_list1_tiles::key_pairs"]
+        [::core::mem::offset_of!(hipkern_list1_tiles, key_pairs) - 40usize];
+};
+unsafe extern "C" {
+    #[doc = " List 1, target-tiled: the value of hipkern_list1_evaluate to rounding,\n one kernel on `stream`. One block per tile: per key (ascending) the\n block builds the case matrix T(case, s, t) once in shared memory (from\n the layout, as hipkern_list1_evaluate reconstructs it) and each box\n with a pair j of that key adds\n   sum over s in order of T(case, s, t) · (scale_j · f[box_j · nq + s])\n into its outputs u(t), then disp_j (the\n level's displacement times sum_s f_s · N_s, where nonzero). out[i · nq\n + t] = u(t) for every box i of a tile; NaN for a box one of whose slots\n holds a pair outside its list or of another case or table.\n The sums: with FMAs (32 · ceil(q^dim / 9) threads, each holding\n targets_per_tile / 32 boxes × at most 9 of their outputs in registers;\n one FMA per source mode in order), or on the FP64 tensor cores\n (`arithmetic`; one warp per 32 boxes, the products as 8 × 8 × 4 matrix\n tiles: four source modes per step, in order). Either order (keys\n ascending) is not hipkern_list1_evaluate's: results agree with it (and\n the CPU evaluator) to rounding, not bit for bit; for one arithmetic they\n are the same bits for every targets_per_tile and every layout holding\n the same entry values, and from run to run.\n Requires q^dim <= HIPKERN_LIST1_TILED_MAX_MODES and the kernel's shared\n memory (about 8 · q^dim · (q^dim + 1 + targets_per_tile) bytes) within the\n device's limit per block. The entry point checks those, what\n hipkern_list1_evaluate checks, and the tiles' pointers, and returns\n HIPKERN_ERROR_INVALID_ARGUMENT before launching anything."]
+    pub fn hipkern_list1_evaluate_tiled(
+        table: *const hipkern_list1_table,
+        pairs: *const hipkern_list1_pairs,
+        tiles: *const hipkern_list1_tiles,
         source_values: *const f64,
         out: *mut f64,
         stream: *mut ::core::ffi::c_void,
