@@ -7,6 +7,12 @@
 // tile of same-case pairs built in shared memory, the per-pair sums into a
 // scratch, then the per-target sums in list order.
 //
+// hipkern_list1_evaluate_tiled (the target-tiled schedule, below
+// list1_tiled_kernel) launches one kernel: tiles of target boxes whose
+// outputs stay in registers, one case matrix per key of the tile, the sums
+// on NVIDIA's FP64 tensor cores (list1_tiled_mma_kernel) or with FMAs.
+// Unlike the two others it is not bitwise the CPU evaluator (see there).
+//
 // hipkern_list1_evaluate launches one kernel: list1_orbit_kernel<D, Q> for
 // ORBIT at q = Q ≤ 4 when every table's compact rows fit in shared memory,
 // else list1_kernel<D, LAYOUT>:

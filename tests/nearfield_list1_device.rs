@@ -31,6 +31,7 @@ use hipkern::nearfield::{
     FallbackDescriptors, Kernel, List1Boxes, List1Evaluator, List1Layout, List1Payload,
     List1ReducedTables, List1Schedule, List1Tables, NearFieldTable, OrbitDescriptors,
     RandomTreeConfig, ReducedTable, DEFAULT_PAIR_SCRATCH_BYTES, MAX_GROUPED_MODES, MAX_TILED_MODES,
+    TILE_TARGET_CHOICES,
 };
 use hipkern::rng::SplitMix64;
 use hipkern::{Device, Stream};
@@ -430,7 +431,7 @@ fn check_layouts(
 }
 
 /// The tiled schedule of `ev` (tensor cores allowed or not) at the default
-/// tile width, 32 and 128, each against `want` to [`TOL`] and bitwise equal
+/// tile width and every other one, each against `want` to [`TOL`] and bitwise equal
 /// to the default width's; returns that output and the worst error.
 #[allow(clippy::too_many_arguments)]
 fn check_tiled(
@@ -447,7 +448,10 @@ fn check_tiled(
     let arith = if tensor { "tensor" } else { "fma" };
     let mut first: Option<Vec<f64>> = None;
     let mut worst = 0.0f64;
-    for width in [default_targets_per_tile(ev.n_modes()), 32, 128] {
+    let default = default_targets_per_tile(ev.n_modes());
+    let widths =
+        std::iter::once(default).chain(TILE_TARGET_CHOICES.into_iter().filter(|&w| w != default));
+    for width in widths {
         ev.set_targets_per_tile(width).unwrap();
         let mut plan = ev.plan(boxes).unwrap();
         assert_eq!(plan.targets_per_tile(), width);

@@ -4,8 +4,10 @@
 //!
 //! # What it computes
 //!
-//! Exactly what the CPU float64 evaluator ([`super::evaluate_list1`])
-//! computes over the same entry values, bit for bit: per target box and
+//! In the per-target and case-grouped schedules, exactly what the CPU
+//! float64 evaluator ([`super::evaluate_list1`]) computes over the same
+//! entry values, bit for bit (the target-tiled schedule: the same to
+//! rounding, below): per target box and
 //! target point, the pairs in list order, per pair the source modes in
 //! order, `u += scale·acc + disp` with the scalings of
 //! [`super::level_scalings`] (computed on the host by that function and
@@ -60,8 +62,30 @@
 //!   every entry it needs from the layout; `list1_target_batch_size` lanes
 //!   per box. No scratch.
 //!
-//! Both compute every `acc_j(t)` as the same ordered sum and every target's
-//! sum in list order, so they give the same bits for finite source values
+//! - `TargetTiled` ([`List1Schedule::TargetTiled`]; opt-in, `q^d ≤`
+//!   [`MAX_TILED_MODES`]): the plan also cuts the target boxes into tiles
+//!   of [`List1Evaluator::set_targets_per_tile`] boxes (host,
+//!   `list1_tiling.rs`: boxes ordered by their sorted key lists, so a tile
+//!   gathers boxes with the same cases; [`List1DevicePlan::tile_slots`]
+//!   counts the lane slots walked). A block walks its tile's keys in
+//!   ascending order, builds each case matrix once in shared memory and
+//!   adds it into every box of the tile with a pair of that key; the
+//!   outputs stay in registers and there is no scratch. The sums run on
+//!   NVIDIA's FP64 tensor cores (`mma.sync` m8n8k4, sm_80 and later) where
+//!   the device and build have them and
+//!   [`List1Evaluator::set_tiled_tensor_cores`] allows it, else as FMAs.
+//!   Keys in order and fused products: the CPU evaluator's value to
+//!   rounding (≤ 5e−15 max-norm relative in the benchmark, ≤ 1e−13 asserted), not its bits; per
+//!   arithmetic, the same bits for every layout, tile width and run. It is
+//!   the fastest schedule where the boxes of a tile share their cases (a
+//!   uniform region: 3D q = 3 dense 0.20 ms against 0.41 ms grouped on the
+//!   H200) and slower where they do not (the random adaptive octree of the
+//!   bench: half the lane slots idle, 2.5× the grouped time), which is why
+//!   it is not the default.
+//!
+//! The per-target and grouped schedules compute every `acc_j(t)` as the
+//! same ordered sum and every target's sum in list order, so they give the
+//! same bits for finite source values
 //! (tested; an entry that is zero by symmetry enters the grouped sums as
 //! `f·0`, as in the dense layout, where the per-target ORBIT path skips
 //! it, so an infinite or NaN device value can differ).
@@ -117,11 +141,15 @@ pub const MAX_TILED_MODES: usize = sys::HIPKERN_LIST1_TILED_MAX_MODES as usize;
 /// takes (threads per block).
 pub const TILE_TARGET_CHOICES: [usize; 3] = [32, 64, 128];
 
-/// The default target boxes per tile for `n_modes = q^d`: 64, or 32 at
-/// `q^d > 49` (the block's case matrix and source rows then stay under
-/// 64 KB of shared memory, what AMD's LDS gives a block).
+/// The default target boxes per tile for `n_modes = q^d` on this build's
+/// platform: 128 on NVIDIA (the fastest width at every configuration of
+/// `benches/list1.rs` on the H200 but 2D q = 4, where 32 was 11 % faster);
+/// elsewhere 64, or 32 at `q^d > 36`, so that the block's case matrix,
+/// source rows and slots stay within the 64 KB of LDS an AMD block gets.
 pub fn default_targets_per_tile(n_modes: usize) -> usize {
-    if n_modes > 49 {
+    if crate::runtime::platform() == "nvidia" {
+        128
+    } else if n_modes > 36 {
         32
     } else {
         64
