@@ -1118,8 +1118,10 @@ impl List1Evaluator {
         self.schedule
     }
 
-    /// Sets the schedule; `CaseGrouped` needs `q^d ≤` [`MAX_GROUPED_MODES`].
-    /// The output does not depend on it, bit for bit.
+    /// Sets the schedule; `CaseGrouped` needs `q^d ≤` [`MAX_GROUPED_MODES`],
+    /// `TargetTiled` `q^d ≤` [`MAX_TILED_MODES`]. Per-target and grouped
+    /// give the same bits; tiled the same value to rounding
+    /// ([`List1Schedule::is_bitwise`]).
     pub fn set_schedule(&mut self, schedule: List1Schedule) -> Result<()> {
         schedule.check(self.meta.nq)?;
         self.schedule = schedule;
@@ -1147,9 +1149,9 @@ impl List1Evaluator {
         Ok(())
     }
 
-    /// Target boxes per tile of the target-tiled schedule for plans made
-    /// after [`Self::set_targets_per_tile`] (default
-    /// [`default_targets_per_tile`]).
+    /// Target boxes per tile of the target-tiled schedule in the plans this
+    /// evaluator makes (default [`default_targets_per_tile`]; a plan keeps
+    /// the width it was made with).
     pub fn targets_per_tile(&self) -> usize {
         self.targets_per_tile
     }
