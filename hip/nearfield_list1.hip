@@ -1170,16 +1170,23 @@ __global__ void list1_group_sums(hipkern_list1_table tab, hipkern_list1_pairs pr
 // block walks the tile's keys (table · n_cases + case, ascending) in
 // chunks of kTiledKeyChunk. Per chunk it first resolves every (key, lane)
 // slot at once — pair id, source box, level, scale, displacement term,
-// checked against the lane's own list, case and table — into shared
-// memory: many independent loads in flight instead of one dependent chain
-// per key. Per key it then builds the case matrix T(case, ·, ·) once in
-// shared memory (case_matrix_entry, any layout) and stages the source
-// vectors of the lanes with a pair of that key, pre-scaled (coalesced rows;
-// both in batches of loads before their stores), and every such box adds
-// T·(scale·f) into its outputs, in registers for the whole tile. A case
-// never has two pairs in one target's list (the case fixes the source
-// box), so a lane has at most one pair per key; the host's tiling puts a
-// repeated pair under a repeated key.
+// checked against the lane's own list, case and table — and decodes every
+// key's layout descriptors (decode_case_layout), into shared memory: many
+// independent loads in flight instead of one dependent chain per key.
+// Per key the block builds the case matrix T(case, ·, ·) once in shared
+// memory (case_matrix_entry, any layout) and the source vectors of the
+// lanes with a pair of that key, pre-scaled (coalesced rows), and every
+// such box adds T·(scale·f) into its outputs, in registers for the whole
+// tile. A case never has two pairs in one target's list (the case fixes
+// the source box), so a lane has at most one pair per key; the host's
+// tiling puts a repeated pair under a repeated key.
+//
+// The key loop is software-pipelined: the loads of key e + 1's matrix
+// entries and source values are issued into registers before key e's sums
+// and stored into shared memory only after them, so their latency hides
+// behind the sums and the barriers (one round of loads per key, all in
+// flight at once); the next chunk's slots are resolved after the first
+// key's sums of the current chunk (double-buffered slots).
 //
 // Two kernels do the sums. list1_tiled_kernel (FMAs, every platform):
 // 32 · S threads; the q^d outputs are cut into S parts of RO (≤ 9) and a
@@ -1197,7 +1204,7 @@ __global__ void list1_group_sums(hipkern_list1_table tab, hipkern_list1_pairs pr
 // evaluator's bits (list order, unfused).
 constexpr int kTiledMaxThreads = 256;
 constexpr int kTiledKeyChunk = 8;
-constexpr int kTiledBatch = 8;                  // loads in flight per thread when staging
+constexpr int kTiledSlots = 2 * kTiledKeyChunk;  // two chunks: one written while the other is read
 constexpr uint32_t kBadPair = 0xFFFFFFFEu;      // a slot whose pair fails its checks
 
 // Outputs per thread: RO ≤ 9 with S = ⌈nq / RO⌉ parts as few as that allows
@@ -1214,16 +1221,19 @@ __host__ __device__ constexpr int tiled_part_stride(int nq) {
 __host__ __device__ constexpr int tiled_f_stride(int nq) { return nq | 1; }
 
 // The per-tile and per-chunk shared state both kernels keep after their
-// matrices: [slot scale 2·K·B f64] [slot displacement 2·K·B f64]
-// [slot box 2·K·B u32] [lane target, list begin, list end, bad: 4·B u32]
-// [digits nq × 3 u8] [align 16] [OrbitCase] [candidates] [count, min case]
-// (two chunks of slots: one is written while the last key of the other may
-// still be read).
+// matrices: [slot scale S·B f64] [slot displacement S·B f64] [slot box S·B
+// u32] [lane target, list begin, list end, bad: 4·B u32] [slot key S u32]
+// [slot candidate count, smallest image case: 2·S i32] [digits nq × 3 u8]
+// [align 16] [slot OrbitCase S] [slot candidates S × max transforms u8],
+// S = kTiledSlots.
+__host__ __device__ inline size_t tiled_state_head_bytes(int nq, int b) {
+  size_t n = static_cast<size_t>(kTiledSlots) * b * 20 + static_cast<size_t>(b) * 16 +
+             static_cast<size_t>(kTiledSlots) * 12 + 3 * static_cast<size_t>(nq);
+  return (n + 15) / 16 * 16;
+}
 __host__ __device__ inline size_t tiled_state_bytes(int nq, int b) {
-  size_t n = static_cast<size_t>(2 * kTiledKeyChunk) * b * 20 + static_cast<size_t>(b) * 16 +
-             3 * static_cast<size_t>(nq);
-  n = (n + 15) / 16 * 16;
-  return n + sizeof(OrbitCase) + HIPKERN_LIST1_MAX_TRANSFORMS + 16;
+  return tiled_state_head_bytes(nq, b) +
+         static_cast<size_t>(kTiledSlots) * (sizeof(OrbitCase) + HIPKERN_LIST1_MAX_TRANSFORMS);
 }
 
 #if defined(HIPKERN_L1_NVCC)
@@ -1234,16 +1244,16 @@ __device__ __forceinline__ double hk_fma(double a, double b, double c) { return 
 
 struct TiledState {
   double *sscale, *sdisp;
-  uint32_t *sbox, *ltarget, *lbegin, *lend, *lbad;
+  uint32_t *sbox, *ltarget, *lbegin, *lend, *lbad, *skey;
+  int *cinfo;  // 2 per slot
   uint8_t *dig;
-  OrbitCase *soc;
-  uint8_t *cand;
-  int *cinfo;
+  OrbitCase *soc;  // 1 per slot
+  uint8_t *cand;   // HIPKERN_LIST1_MAX_TRANSFORMS per slot
 };
 
 __device__ inline TiledState tiled_state(unsigned char *at, int nq, int b) {
   TiledState st;
-  const int n = 2 * kTiledKeyChunk * b;
+  const int n = kTiledSlots * b;
   st.sscale = reinterpret_cast<double *>(at);
   st.sdisp = st.sscale + n;
   st.sbox = reinterpret_cast<uint32_t *>(st.sdisp + n);
@@ -1251,12 +1261,12 @@ __device__ inline TiledState tiled_state(unsigned char *at, int nq, int b) {
   st.lbegin = st.ltarget + b;
   st.lend = st.lbegin + b;
   st.lbad = st.lend + b;
-  st.dig = reinterpret_cast<uint8_t *>(st.lbad + b);
-  size_t off = static_cast<size_t>(n) * 20 + static_cast<size_t>(b) * 16 + 3 * static_cast<size_t>(nq);
-  off = (off + 15) / 16 * 16;
+  st.skey = st.lbad + b;
+  st.cinfo = reinterpret_cast<int *>(st.skey + kTiledSlots);
+  st.dig = reinterpret_cast<uint8_t *>(st.cinfo + 2 * kTiledSlots);
+  const size_t off = tiled_state_head_bytes(nq, b);
   st.soc = reinterpret_cast<OrbitCase *>(at + off);
-  st.cand = at + off + sizeof(OrbitCase);
-  st.cinfo = reinterpret_cast<int *>(st.cand + HIPKERN_LIST1_MAX_TRANSFORMS);
+  st.cand = at + off + sizeof(OrbitCase) * kTiledSlots;
   return st;
 }
 
@@ -1278,19 +1288,30 @@ __device__ void tiled_tile_begin(const hipkern_list1_pairs &pr, const hipkern_li
 }
 
 // The slots of keys ec .. ec + nk (nk ≤ kTiledKeyChunk) into chunk buffer
-// `buf`: box (kNotFound: no pair; kBadPair: a pair outside the lane's list
-// or of another case or table, which also sets the lane's bad flag), scale,
+// `buf`: per key its key and decoded layout descriptors; per (key, lane)
+// the box (kNotFound: no pair; kBadPair: a pair outside the lane's list or
+// of another case or table, which also sets the lane's bad flag), scale,
 // displacement term. Every slot's loads are independent of the others'.
-template <int NQ, int B, int THREADS>
+// Read only after a later barrier.
+template <int D, int LAYOUT, int NQ, int B, int THREADS>
 __device__ void tiled_slots(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
                             const hipkern_list1_tiles &tl, const double *__restrict__ f,
                             uint32_t ec, int nk, int buf, const TiledState &st) {
   constexpr int N = kTiledKeyChunk * B;
   const int n_cases = tab.n_cases;
   const double *__restrict__ norms = tab.mode_normalizers;
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < nk) {
+    const int slot = buf * kTiledKeyChunk + tid;
+    const uint32_t key = tl.keys[ec + static_cast<uint32_t>(tid)];
+    st.skey[slot] = key;
+    decode_case_layout<D, LAYOUT>(tab, static_cast<int>(key % static_cast<uint32_t>(n_cases)),
+                                  st.soc + slot, st.cand + slot * HIPKERN_LIST1_MAX_TRANSFORMS,
+                                  st.cinfo + 2 * slot);
+  }
 #pragma unroll
   for (int it = 0; it < (N + THREADS - 1) / THREADS; ++it) {
-    const int x = static_cast<int>(threadIdx.x) + it * THREADS;
+    const int x = tid + it * THREADS;
     if (x < N) {
       const int kk = x / B, lane = x - kk * B;
       uint32_t box = kNotFound;
@@ -1330,57 +1351,125 @@ __device__ void tiled_slots(const hipkern_list1_table &tab, const hipkern_list1_
   }
 }
 
-// Case matrix entries x = s·nq + t, t·x, into A[index(s, t)]: batches of
-// kTiledBatch entries per thread, their loads before their stores.
-template <int D, int LAYOUT, int NQ, int THREADS, typename Index>
-__device__ __forceinline__ void tiled_case_matrix(const hipkern_list1_table &tab,
-                                                  const double *__restrict__ V, int c,
-                                                  const TiledState &st, uint32_t lookup_bits,
-                                                  double *A, Index index) {
-  constexpr int N = NQ * NQ;
-  for (int base = 0; base < N; base += THREADS * kTiledBatch) {
-    double v[kTiledBatch];
+// One key's loads, in registers between their issue and their store: the
+// case matrix entries x = s·nq + t (thread's x = tid + u·THREADS) and the
+// source values x = r·nq + s of the B lanes (unscaled; 0 for a lane
+// without a pair).
+template <int NQ, int B, int THREADS>
+struct TiledKeyLoads {
+  static constexpr int kA = (NQ * NQ + THREADS - 1) / THREADS;
+  static constexpr int kG = (B * NQ + THREADS - 1) / THREADS;
+  double a[kA];
+  double g[kG];
+};
+
+// Issues key slot `slot`'s loads (its key, descriptors and boxes are in
+// shared memory from tiled_slots).
+template <int D, int LAYOUT, int NQ, int B, int THREADS>
+__device__ __forceinline__ void tiled_issue(const hipkern_list1_table &tab,
+                                            const double *__restrict__ f, const TiledState &st,
+                                            int slot, uint32_t lookup_bits,
+                                            TiledKeyLoads<NQ, B, THREADS> &ld) {
+  using L = TiledKeyLoads<NQ, B, THREADS>;
+  const int tid = static_cast<int>(threadIdx.x);
+  const uint32_t key = st.skey[slot];
+  const int c = static_cast<int>(key % static_cast<uint32_t>(tab.n_cases));
+  const uint32_t table = key / static_cast<uint32_t>(tab.n_cases);
+  const double *__restrict__ V =
+      tab.values + static_cast<size_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
+                       static_cast<size_t>(tab.n_rows);
 #pragma unroll
-    for (int u = 0; u < kTiledBatch; ++u) {
-      const int x = base + u * THREADS + static_cast<int>(threadIdx.x);
-      const int s = x / NQ, t = x - s * NQ;
-      v[u] = x < N ? case_matrix_entry<D, LAYOUT>(tab, V, c, s, t, NQ, st.soc, st.dig, st.cand,
-                                                  st.cinfo, lookup_bits)
-                   : 0.0;
-    }
+  for (int u = 0; u < L::kA; ++u) {
+    const int x = u * THREADS + tid;
+    const int s = x / NQ, t = x - s * NQ;
+    ld.a[u] = x < NQ * NQ
+                  ? case_matrix_entry<D, LAYOUT>(tab, V, c, s, t, NQ, st.soc + slot, st.dig,
+                                                 st.cand + slot * HIPKERN_LIST1_MAX_TRANSFORMS,
+                                                 st.cinfo + 2 * slot, lookup_bits)
+                  : 0.0;
+  }
+  const uint32_t *sbox = st.sbox + slot * B;
 #pragma unroll
-    for (int u = 0; u < kTiledBatch; ++u) {
-      const int x = base + u * THREADS + static_cast<int>(threadIdx.x);
-      if (x < N) A[index(x / NQ, x % NQ)] = v[u];
+  for (int u = 0; u < L::kG; ++u) {
+    const int x = u * THREADS + tid;
+    const int r = x / NQ, s = x - r * NQ;
+    const uint32_t b = x < B * NQ ? sbox[r] : kNotFound;
+    ld.g[u] = b < kBadPair ? f[static_cast<size_t>(b) * NQ + s] : 0.0;
+  }
+}
+
+// Stores the loads of slot `slot` into the case matrix A[index(s, t)] and
+// the source rows G[r·ldg + s] = scale_r · f[box_r, s] (a lane without a
+// pair: 0 where ZERO_EMPTY — the tensor cores read every row — else
+// untouched).
+template <int NQ, int B, int THREADS, bool ZERO_EMPTY, typename Index>
+__device__ __forceinline__ void tiled_store(const TiledKeyLoads<NQ, B, THREADS> &ld,
+                                            const TiledState &st, int slot, double *A, Index index,
+                                            double *G, int ldg) {
+  using L = TiledKeyLoads<NQ, B, THREADS>;
+  const int tid = static_cast<int>(threadIdx.x);
+#pragma unroll
+  for (int u = 0; u < L::kA; ++u) {
+    const int x = u * THREADS + tid;
+    if (x < NQ * NQ) A[index(x / NQ, x % NQ)] = ld.a[u];
+  }
+  const uint32_t *sbox = st.sbox + slot * B;
+  const double *sscale = st.sscale + slot * B;
+#pragma unroll
+  for (int u = 0; u < L::kG; ++u) {
+    const int x = u * THREADS + tid;
+    if (x < B * NQ) {
+      const int r = x / NQ, s = x - r * NQ;
+      const bool has = sbox[r] < kBadPair;
+      if (ZERO_EMPTY || has) G[r * ldg + s] = has ? ld.g[u] * sscale[r] : 0.0;
     }
   }
 }
 
-// The source rows of key slot `slot` (B lanes): G[r·ld + s] = scale_r ·
-// f[box_r, s] for a lane with a pair, else 0 where `zero_empty` (the tensor
-// cores read every row), else untouched; batched as above.
-template <int NQ, int B, int THREADS, bool ZERO_EMPTY>
-__device__ __forceinline__ void tiled_sources(const double *__restrict__ f, const TiledState &st,
-                                              int slot, double *G, int ld) {
-  constexpr int N = B * NQ;
-  const uint32_t *sbox = st.sbox + slot * B;
-  const double *sscale = st.sscale + slot * B;
-  for (int base = 0; base < N; base += THREADS * kTiledBatch) {
-    double v[kTiledBatch];
-#pragma unroll
-    for (int u = 0; u < kTiledBatch; ++u) {
-      const int x = base + u * THREADS + static_cast<int>(threadIdx.x);
-      const int r = x / NQ, s = x - r * NQ;
-      const uint32_t b = x < N ? sbox[r] : kNotFound;
-      v[u] = b < kBadPair ? f[static_cast<size_t>(b) * NQ + s] * sscale[r] : 0.0;
-    }
-#pragma unroll
-    for (int u = 0; u < kTiledBatch; ++u) {
-      const int x = base + u * THREADS + static_cast<int>(threadIdx.x);
-      if (x < N) {
-        const int r = x / NQ, s = x - r * NQ;
-        if (ZERO_EMPTY || sbox[r] < kBadPair) G[r * ld + s] = v[u];
-      }
+// The slot of the key at position j of the tile's keys.
+__device__ __forceinline__ int tiled_slot_of(uint32_t j) {
+  return static_cast<int>(((j / kTiledKeyChunk) & 1) * kTiledKeyChunk + j % kTiledKeyChunk);
+}
+
+// The pipelined walk over tile k's keys e0 .. e1 shared by both kernels:
+// tiled_slots for the first chunk; key e0's loads; then per key e (slot):
+// barrier, store e's loads, barrier, issue e + 1's loads, sums(slot) (the
+// kernel's products from A and G), and after the first key of a chunk the
+// next chunk's slots. `A_index` maps (s, t) to the case matrix's layout.
+template <int D, int LAYOUT, int NQ, int B, int THREADS, bool ZERO_EMPTY, typename Index,
+          typename Sums>
+__device__ __forceinline__ void tiled_walk(const hipkern_list1_table &tab,
+                                           const hipkern_list1_pairs &pr,
+                                           const hipkern_list1_tiles &tl,
+                                           const double *__restrict__ f, int64_t k,
+                                           const TiledState &st, uint32_t lookup_bits, double *A,
+                                           Index A_index, double *G, int ldg, Sums sums) {
+  const uint32_t e0 = tl.tile_key_offsets[k], e1 = tl.tile_key_offsets[k + 1];
+  if (e0 >= e1) return;
+  const uint32_t n = e1 - e0;
+  tiled_slots<D, LAYOUT, NQ, B, THREADS>(tab, pr, tl, f, e0,
+                                         n < kTiledKeyChunk ? static_cast<int>(n) : kTiledKeyChunk,
+                                         0, st);
+  __syncthreads();
+  TiledKeyLoads<NQ, B, THREADS> ld;
+  tiled_issue<D, LAYOUT, NQ, B, THREADS>(tab, f, st, 0, lookup_bits, ld);
+  for (uint32_t j = 0; j < n; ++j) {
+    const int slot = tiled_slot_of(j);
+    __syncthreads();  // the previous key's A, G and slot are read
+    tiled_store<NQ, B, THREADS, ZERO_EMPTY>(ld, st, slot, A, A_index, G, ldg);
+    __syncthreads();
+    if (j + 1 < n) tiled_issue<D, LAYOUT, NQ, B, THREADS>(tab, f, st, tiled_slot_of(j + 1),
+                                                         lookup_bits, ld);
+    sums(slot);
+    // The next chunk into the other buffer: its last reader was the key
+    // before this one (ordered by this key's first barrier); its first
+    // reader is this chunk's last key, after further barriers.
+    if (j % kTiledKeyChunk == 0 && j + kTiledKeyChunk < n) {
+      const uint32_t left = n - j - kTiledKeyChunk;
+      tiled_slots<D, LAYOUT, NQ, B, THREADS>(
+          tab, pr, tl, f, e0 + j + kTiledKeyChunk,
+          left < kTiledKeyChunk ? static_cast<int>(left) : kTiledKeyChunk,
+          static_cast<int>(((j / kTiledKeyChunk) + 1) & 1), st);
     }
   }
 }
@@ -1415,8 +1504,6 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
   const int tid = static_cast<int>(threadIdx.x);
   const int part = tid >> 5;  // one warp per part
   const int col = tid & 31;
-  const int n_cases = tab.n_cases;
-  const int64_t n_rows = tab.n_rows;
   if (LAYOUT == HIPKERN_LIST1_ORBIT) fill_digits<D>(tab.q, NQ, st.dig);
   // The padding of the last part (outputs past nq) stays zero.
   for (int x = tid; x < S * NQ * LDP; x += THREADS) Tc[x] = 0.0;
@@ -1427,31 +1514,7 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
     for (int r = 0; r < RT; ++r)
 #pragma unroll
       for (int o = 0; o < RO; ++o) u[r][o] = 0.0;
-    const uint32_t e0 = tl.tile_key_offsets[k], e1 = tl.tile_key_offsets[k + 1];
-    for (uint32_t e = e0; e < e1; ++e) {
-      const int kk = static_cast<int>((e - e0) % kTiledKeyChunk);
-      const int buf = static_cast<int>(((e - e0) / kTiledKeyChunk) & 1);
-      if (kk == 0) {
-        const uint32_t left = e1 - e;
-        tiled_slots<NQ, B, THREADS>(tab, pr, tl, f, e,
-                                    left < kTiledKeyChunk ? static_cast<int>(left) : kTiledKeyChunk,
-                                    buf, st);
-      }
-      const uint32_t key = tl.keys[e];
-      const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
-      const uint32_t table = key / static_cast<uint32_t>(n_cases);
-      const double *__restrict__ V =
-          tab.values + static_cast<size_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
-                           static_cast<size_t>(n_rows);
-      __syncthreads();  // the previous key's T and F are read; this chunk's slots written
-      if (tid == 0) decode_case_layout<D, LAYOUT>(tab, c, st.soc, st.cand, st.cinfo);
-      __syncthreads();
-      const int slot = buf * kTiledKeyChunk + kk;
-      tiled_case_matrix<D, LAYOUT, NQ, THREADS>(tab, V, c, st, lookup_bits, Tc, [](int s, int t) {
-        return ((t / RO) * NQ + s) * LDP + t % RO;
-      });
-      tiled_sources<NQ, B, THREADS, false>(f, st, slot, F, LDF);
-      __syncthreads();
+    auto sums = [&](int slot) {
       bool has[RT];
       bool any = false;
 #pragma unroll
@@ -1459,36 +1522,38 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
         has[r] = st.sbox[slot * B + col + 32 * r] < kBadPair;
         any = any || has[r];
       }
-      if (any) {
-        const double *Tp = Tc + part * NQ * LDP;
+      if (!any) return;
+      const double *Tp = Tc + part * NQ * LDP;
 #pragma unroll 3
-        for (int s = 0; s < NQ; ++s) {
-          double g[RT];
+      for (int s = 0; s < NQ; ++s) {
+        double g[RT];
 #pragma unroll
-          for (int r = 0; r < RT; ++r) g[r] = has[r] ? F[(col + 32 * r) * LDF + s] : 0.0;
-          double v[RO];
-          const double2 *row2 = reinterpret_cast<const double2 *>(Tp + s * LDP);
+        for (int r = 0; r < RT; ++r) g[r] = has[r] ? F[(col + 32 * r) * LDF + s] : 0.0;
+        double v[RO];
+        const double2 *row2 = reinterpret_cast<const double2 *>(Tp + s * LDP);
 #pragma unroll
-          for (int o2 = 0; o2 < RO / 2; ++o2) {
-            const double2 w = row2[o2];
-            v[2 * o2] = w.x;
-            v[2 * o2 + 1] = w.y;
-          }
-          if (RO & 1) v[RO - 1] = Tp[s * LDP + RO - 1];
-#pragma unroll
-          for (int r = 0; r < RT; ++r)
-#pragma unroll
-            for (int o = 0; o < RO; ++o) u[r][o] = hk_fma(v[o], g[r], u[r][o]);
+        for (int o2 = 0; o2 < RO / 2; ++o2) {
+          const double2 w = row2[o2];
+          v[2 * o2] = w.x;
+          v[2 * o2 + 1] = w.y;
         }
+        if (RO & 1) v[RO - 1] = Tp[s * LDP + RO - 1];
 #pragma unroll
-        for (int r = 0; r < RT; ++r) {
-          const double dt = st.sdisp[slot * B + col + 32 * r];
-          if (has[r] && dt != 0.0)
+        for (int r = 0; r < RT; ++r)
 #pragma unroll
-            for (int o = 0; o < RO; ++o) u[r][o] += dt;
-        }
+          for (int o = 0; o < RO; ++o) u[r][o] = hk_fma(v[o], g[r], u[r][o]);
       }
-    }
+#pragma unroll
+      for (int r = 0; r < RT; ++r) {
+        const double dt = st.sdisp[slot * B + col + 32 * r];
+        if (has[r] && dt != 0.0)
+#pragma unroll
+          for (int o = 0; o < RO; ++o) u[r][o] += dt;
+      }
+    };
+    tiled_walk<D, LAYOUT, NQ, B, THREADS, false>(
+        tab, pr, tl, f, k, st, lookup_bits, Tc,
+        [](int s, int t) { return ((t / RO) * NQ + s) * LDP + t % RO; }, F, LDF, sums);
     __syncthreads();  // every lane's bad flag is final
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
@@ -1508,17 +1573,20 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
 
 // --- The target-tiled schedule on NVIDIA's FP64 tensor cores -------------
 //
-// The same tiles, slots, staging and order of keys as list1_tiled_kernel,
-// but per key the products are one matrix product per warp on the FP64
-// tensor cores (mma.sync m8n8k4, sm_80 and later): U(t, n) += Σ_s
+// The same tiles, slots, pipelined staging and order of keys as
+// list1_tiled_kernel, but per key the products are matrix products on the
+// FP64 tensor cores (mma.sync m8n8k4, sm_80 and later): U(t, n) += Σ_s
 // A(t, s) · G(s, n) with A(t, s) = T(case, s, t) (the case matrix, q^d
 // padded to whole 8 × 4 tiles with zeros) and G(s, n) = scale_n · f[box_n,
-// s] (zero for a lane without a pair of the key), n over the warp's 32
-// target boxes. A warp's accumulators (⌈q^d / 8⌉ × 4 fragments of 8 × 8)
-// stay in registers for the whole tile. Each mma adds four products to an
-// accumulator element (a k-step); the order (keys ascending, k-steps of
-// the source modes in order) is the same for every tile width and layout,
-// so the same bits for all of them and from run to run, but not the FMA
+// s] (zero for a lane without a pair of the key), n over 32 target boxes.
+// The block has WARPS column groups of 32 boxes and MSPLIT warps per
+// group, warp (m0, group) taking the row tiles m0, m0 + MSPLIT, ...: more
+// warps to issue loads and hide their latency, the same products. A warp's
+// accumulators (its row tiles × 4 fragments of 8 × 8) stay in registers
+// for the whole tile. Each mma adds four products to an accumulator
+// element (a k-step); the order (keys ascending, k-steps of the source
+// modes in order) is the same for every tile width, split and layout, so
+// the same bits for all of them and from run to run, but not the FMA
 // kernel's bits.
 #if defined(HIPKERN_L1_NVCC)
 // Padded sizes: rows (target points) to 8, columns (source modes) to 4;
@@ -1528,6 +1596,11 @@ __host__ __device__ constexpr int mma_m_tiles(int nq) { return (nq + 7) / 8; }
 __host__ __device__ constexpr int mma_k_steps(int nq) { return (nq + 3) / 4; }
 __host__ __device__ constexpr int mma_stride(int nq) {
   return (mma_k_steps(nq) * 4 + 11) / 16 * 16 + 4;
+}
+// Warps per column group: as many as the row tiles allow, at most 8 warps
+// in the block.
+__host__ __device__ constexpr int mma_msplit(int nq, int warps) {
+  return mma_m_tiles(nq) < 8 / warps ? mma_m_tiles(nq) : 8 / warps;
 }
 
 // [A m_tiles·8 × stride f64] [G B × stride f64] [state].
@@ -1568,16 +1641,17 @@ constexpr bool mma_built() {
 #endif
 }
 
-template <int D, int LAYOUT, int NQ, int WARPS>
-__global__ void __launch_bounds__(32 * WARPS)
+template <int D, int LAYOUT, int NQ, int WARPS, int MSPLIT>
+__global__ void __launch_bounds__(32 * WARPS * MSPLIT)
     list1_tiled_mma_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
                            hipkern_list1_tiles tl, const double *__restrict__ f,
                            double *__restrict__ out, uint32_t lookup_bits) {
   constexpr int MT = mma_m_tiles(NQ);
+  constexpr int MW = (MT + MSPLIT - 1) / MSPLIT;  // row tiles per warp (at most)
   constexpr int KS = mma_k_steps(NQ);
   constexpr int LD = mma_stride(NQ);
   constexpr int B = 32 * WARPS;
-  constexpr int THREADS = B;
+  constexpr int THREADS = B * MSPLIT;
   extern __shared__ double smem_d[];
   double *A = smem_d;
   double *G = A + MT * 8 * LD;
@@ -1586,56 +1660,37 @@ __global__ void __launch_bounds__(32 * WARPS)
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5;
+  const int wn = warp % WARPS;  // column group: boxes wn·32 .. wn·32 + 32
+  const int m0 = warp / WARPS;  // first row tile
   const int lane = tid & 31;
   const int g = lane >> 2, cq = lane & 3;
-  const int n_cases = tab.n_cases;
-  const int64_t n_rows = tab.n_rows;
   if (LAYOUT == HIPKERN_LIST1_ORBIT) fill_digits<D>(tab.q, NQ, st.dig);
   // The padding (rows past nq, columns past nq) stays zero.
   for (int x = tid; x < MT * 8 * LD + B * LD; x += THREADS) A[x] = 0.0;
   for (int64_t k = blockIdx.x; k < tl.n_tiles; k += gridDim.x) {
     tiled_tile_begin<B, THREADS>(pr, tl, k, st);
-    double acc[MT][4][2];
+    double acc[MW][4][2];
 #pragma unroll
-    for (int m = 0; m < MT; ++m)
+    for (int i = 0; i < MW; ++i)
 #pragma unroll
-      for (int n = 0; n < 4; ++n) acc[m][n][0] = acc[m][n][1] = 0.0;
-    const uint32_t e0 = tl.tile_key_offsets[k], e1 = tl.tile_key_offsets[k + 1];
-    for (uint32_t e = e0; e < e1; ++e) {
-      const int kk = static_cast<int>((e - e0) % kTiledKeyChunk);
-      const int buf = static_cast<int>(((e - e0) / kTiledKeyChunk) & 1);
-      if (kk == 0) {
-        const uint32_t left = e1 - e;
-        tiled_slots<NQ, B, THREADS>(tab, pr, tl, f, e,
-                                    left < kTiledKeyChunk ? static_cast<int>(left) : kTiledKeyChunk,
-                                    buf, st);
-      }
-      const uint32_t key = tl.keys[e];
-      const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
-      const uint32_t table = key / static_cast<uint32_t>(n_cases);
-      const double *__restrict__ V =
-          tab.values + static_cast<size_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
-                           static_cast<size_t>(n_rows);
-      __syncthreads();  // the previous key's A and G are read; this chunk's slots written
-      if (tid == 0) decode_case_layout<D, LAYOUT>(tab, c, st.soc, st.cand, st.cinfo);
-      __syncthreads();
-      const int slot = buf * kTiledKeyChunk + kk;
-      tiled_case_matrix<D, LAYOUT, NQ, THREADS>(tab, V, c, st, lookup_bits, A,
-                                                [](int s, int t) { return t * LD + s; });
-      tiled_sources<NQ, B, THREADS, true>(f, st, slot, G, LD);
-      __syncthreads();
-      const double *Gw = G + warp * 32 * LD;
+      for (int n = 0; n < 4; ++n) acc[i][n][0] = acc[i][n][1] = 0.0;
+    auto sums = [&](int slot) {
+      const double *Gw = G + wn * 32 * LD;
 #pragma unroll 2
       for (int ks = 0; ks < KS; ++ks) {
-        double a[MT], b[4];
+        double a[MW], b[4];
 #pragma unroll
-        for (int m = 0; m < MT; ++m) a[m] = A[(m * 8 + g) * LD + ks * 4 + cq];
+        for (int i = 0; i < MW; ++i) {
+          const int m = m0 + i * MSPLIT;
+          a[i] = m < MT ? A[(m * 8 + g) * LD + ks * 4 + cq] : 0.0;
+        }
 #pragma unroll
         for (int n = 0; n < 4; ++n) b[n] = Gw[(n * 8 + g) * LD + ks * 4 + cq];
 #pragma unroll
-        for (int m = 0; m < MT; ++m)
+        for (int i = 0; i < MW; ++i)
+          if (m0 + i * MSPLIT < MT)
 #pragma unroll
-          for (int n = 0; n < 4; ++n) mma_8x8x4(acc[m][n][0], acc[m][n][1], a[m], b[n]);
+            for (int n = 0; n < 4; ++n) mma_8x8x4(acc[i][n][0], acc[i][n][1], a[i], b[n]);
       }
       // The displacement term (2D Laplace) of each of this thread's
       // accumulator columns' boxes (0 for a lane without a pair).
@@ -1643,26 +1698,30 @@ __global__ void __launch_bounds__(32 * WARPS)
       for (int n = 0; n < 4; ++n)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
-          const double dt = st.sdisp[slot * B + warp * 32 + n * 8 + 2 * cq + h];
+          const double dt = st.sdisp[slot * B + wn * 32 + n * 8 + 2 * cq + h];
           if (dt != 0.0)
 #pragma unroll
-            for (int m = 0; m < MT; ++m) acc[m][n][h] += dt;
+            for (int i = 0; i < MW; ++i) acc[i][n][h] += dt;
         }
-    }
+    };
+    tiled_walk<D, LAYOUT, NQ, B, THREADS, true>(
+        tab, pr, tl, f, k, st, lookup_bits, A, [](int s, int t) { return t * LD + s; }, G, LD,
+        sums);
     __syncthreads();  // every lane's bad flag is final
 #pragma unroll
     for (int n = 0; n < 4; ++n)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int l = warp * 32 + n * 8 + 2 * cq + h;
+        const int l = wn * 32 + n * 8 + 2 * cq + h;
         const uint32_t ib = st.ltarget[l];
         if (ib == kNotFound) continue;
         const bool nan = st.lbad[l] != 0u;
         double *ob = out + static_cast<size_t>(ib) * NQ;
 #pragma unroll
-        for (int m = 0; m < MT; ++m) {
-          const int t = m * 8 + g;
-          if (t < NQ) ob[t] = nan ? __longlong_as_double(0x7FF8000000000000ll) : acc[m][n][h];
+        for (int i = 0; i < MW; ++i) {
+          const int t = (m0 + i * MSPLIT) * 8 + g;
+          if (m0 + i * MSPLIT < MT && t < NQ)
+            ob[t] = nan ? __longlong_as_double(0x7FF8000000000000ll) : acc[i][n][h];
         }
       }
   }
@@ -1977,14 +2036,16 @@ int32_t launch_tiled_mma(const hipkern_list1_table &tab, const hipkern_list1_pai
   uint32_t bits = 0;
   if (LAYOUT == HIPKERN_LIST1_FALLBACK)
     while ((1u << bits) < tab.lookup_size) ++bits;
+  constexpr int MSPLIT = mma_msplit(NQ, WARPS);
   const size_t shmem = mma_shared(NQ, 32 * WARPS);
   (void)hipGetLastError();  // a stale error must not be reported as ours
   const int32_t e = allow_shared(
-      reinterpret_cast<const void *>(&list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS>), shmem);
+      reinterpret_cast<const void *>(&list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS, MSPLIT>),
+      shmem);
   if (e != 0) return e;
   const int64_t blocks = tl.n_tiles < kMaxBlocks ? tl.n_tiles : kMaxBlocks;
-  list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS>
-      <<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * WARPS), shmem, s>>>(
+  list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS, MSPLIT>
+      <<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * WARPS * MSPLIT), shmem, s>>>(
           tab, pr, tl, f, out, bits);
   return static_cast<int32_t>(hipGetLastError());
 }
