@@ -1221,14 +1221,18 @@ __host__ __device__ constexpr int tiled_part_stride(int nq) {
 __host__ __device__ constexpr int tiled_f_stride(int nq) { return nq | 1; }
 
 // The per-tile and per-chunk shared state both kernels keep after their
-// matrices: [slot scale S·B f64] [slot displacement S·B f64] [slot box S·B
-// u32] [lane target, list begin, list end, bad: 4·B u32] [slot key S u32]
-// [slot candidate count, smallest image case: 2·S i32] [digits nq × 3 u8]
+// matrices: [slot scale S·B f64] [slot displacement S·B f64] [slot value
+// offset S u64] [slot box S·B u32] [lane target, list begin, list end, bad:
+// 4·B u32] [slot key S u32] [slot case S i32] [slot candidate count,
+// smallest image case: 2·S i32] [mode words 2·nq u32] [ORBIT rank terms
+// 2 × 3 × kTiledMaxQ2 u32] [ORBIT axis codes 2 × 3 × kTiledMaxQ2 u16]
 // [align 16] [slot OrbitCase S] [slot candidates S × max transforms u8],
 // S = kTiledSlots.
+constexpr int kTiledMaxQ2 = 64;  // q² of the tiled schedule: q^d ≤ 64 gives q ≤ 8 (2D), 4 (3D)
 __host__ __device__ inline size_t tiled_state_head_bytes(int nq, int b) {
-  size_t n = static_cast<size_t>(kTiledSlots) * b * 20 + static_cast<size_t>(b) * 16 +
-             static_cast<size_t>(kTiledSlots) * 12 + 3 * static_cast<size_t>(nq);
+  size_t n = static_cast<size_t>(kTiledSlots) * b * 20 + static_cast<size_t>(kTiledSlots) * 8 +
+             static_cast<size_t>(b) * 16 + static_cast<size_t>(kTiledSlots) * 16 +
+             8 * static_cast<size_t>(nq) + 2 * 3 * kTiledMaxQ2 * 6;
   return (n + 15) / 16 * 16;
 }
 __host__ __device__ inline size_t tiled_state_bytes(int nq, int b) {
@@ -1244,9 +1248,21 @@ __device__ __forceinline__ double hk_fma(double a, double b, double c) { return 
 
 struct TiledState {
   double *sscale, *sdisp;
+  uint64_t *svoff;  // per slot: the offset of its table's rows in tab.values
   uint32_t *sbox, *ltarget, *lbegin, *lend, *lbad, *skey;
+  int *scase;  // per slot: its case
   int *cinfo;  // 2 per slot
-  uint8_t *dig;
+  // ORBIT: per mode m its digits placed for the axis pair index of each
+  // original axis j (6 bits at 6j): swd[m] = Σ d_j(m)·q << 6j as the
+  // source, twd[m] = Σ d_j(m) << 6j as the target, so swd[s] + twd[t]
+  // holds d_j(s)·q + d_j(t) for every axis.
+  uint32_t *swd, *twd;
+  // ORBIT, two sets (keys alternate): per position k the rank term
+  // w_k · C(code + pos_k, pos_k + 1) of each code, and per position k and
+  // axis pair index (of axis perm_k) the folded code | negate << 8 |
+  // zero << 9 (tiled_orbit_tables).
+  uint32_t *orank;
+  uint16_t *ocode;
   OrbitCase *soc;  // 1 per slot
   uint8_t *cand;   // HIPKERN_LIST1_MAX_TRANSFORMS per slot
 };
@@ -1256,18 +1272,103 @@ __device__ inline TiledState tiled_state(unsigned char *at, int nq, int b) {
   const int n = kTiledSlots * b;
   st.sscale = reinterpret_cast<double *>(at);
   st.sdisp = st.sscale + n;
-  st.sbox = reinterpret_cast<uint32_t *>(st.sdisp + n);
+  st.svoff = reinterpret_cast<uint64_t *>(st.sdisp + n);
+  st.sbox = reinterpret_cast<uint32_t *>(st.svoff + kTiledSlots);
   st.ltarget = st.sbox + n;
   st.lbegin = st.ltarget + b;
   st.lend = st.lbegin + b;
   st.lbad = st.lend + b;
   st.skey = st.lbad + b;
-  st.cinfo = reinterpret_cast<int *>(st.skey + kTiledSlots);
-  st.dig = reinterpret_cast<uint8_t *>(st.cinfo + 2 * kTiledSlots);
+  st.scase = reinterpret_cast<int *>(st.skey + kTiledSlots);
+  st.cinfo = st.scase + kTiledSlots;
+  st.swd = reinterpret_cast<uint32_t *>(st.cinfo + 2 * kTiledSlots);
+  st.twd = st.swd + nq;
+  st.orank = st.twd + nq;
+  st.ocode = reinterpret_cast<uint16_t *>(st.orank + 2 * 3 * kTiledMaxQ2);
   const size_t off = tiled_state_head_bytes(nq, b);
   st.soc = reinterpret_cast<OrbitCase *>(at + off);
   st.cand = at + off + sizeof(OrbitCase) * kTiledSlots;
   return st;
+}
+
+// ORBIT: the mode words (TiledState::swd, twd), by the block.
+template <int D>
+__device__ void tiled_mode_words(int q, int nq, const TiledState &st) {
+  for (int m = static_cast<int>(threadIdx.x); m < nq; m += static_cast<int>(blockDim.x)) {
+    int d[3];
+    digits<D>(m, q, d);
+    uint32_t sw = 0, tw = 0;
+    for (int j = 0; j < D; ++j) {
+      sw += static_cast<uint32_t>(d[j] * q) << (6 * j);
+      tw += static_cast<uint32_t>(d[j]) << (6 * j);
+    }
+    st.swd[m] = sw;
+    st.twd[m] = tw;
+  }
+}
+
+// ORBIT: table set `set` for the OrbitCase of a key, by the block — the
+// per-axis steps of group_orbit_entry done once per (position, digit pair)
+// instead of once per entry: position k, pair P = x_s·q + x_t of the raw
+// digits of axis perm_k gives the code (node flip, then the stabiliser's
+// fold) with its negation and zero flags; and the rank term of each code
+// at position k.
+template <int D>
+__device__ void tiled_orbit_tables(const OrbitCase &oc, int q, int set, const TiledState &st) {
+  const int q2 = q * q;
+  uint32_t *rk = st.orank + set * 3 * kTiledMaxQ2;
+  uint16_t *cd = st.ocode + set * 3 * kTiledMaxQ2;
+  for (int x = static_cast<int>(threadIdx.x); x < D * q2; x += static_cast<int>(blockDim.x)) {
+    const int k = x / q2, pi = x - k * q2;
+    int xs = pi / q, xt = pi - (pi / q) * q;
+    if (oc.flags[k] & kNodeFlip) {
+      xs = q - 1 - xs;
+      xt = q - 1 - xt;
+    }
+    int p = xs * q + xt;
+    uint32_t neg = 0, zero = 0;
+    if (oc.flags[k] & kFlippable) {
+      const int fl = q2 - 1 - p;
+      const bool der = (oc.flags[k] & kDerivative) != 0;
+      if (der && fl == p) zero = 1;
+      if (fl < p) {
+        p = fl;
+        if (der) neg = 1;
+      }
+    }
+    cd[k * kTiledMaxQ2 + pi] = static_cast<uint16_t>(p | (neg << 8) | (zero << 9));
+    rk[k * kTiledMaxQ2 + pi] = oc.w[k] * rank_term(static_cast<uint32_t>(pi), oc.pos[k]);
+  }
+}
+
+// ORBIT's T(c, s, t) from table set `set` and the mode words: the value
+// group_orbit_entry gives, bit for bit (the same codes, sorting network,
+// rank and sign).
+template <int D>
+__device__ __forceinline__ double tiled_orbit_entry(const OrbitCase &oc,
+                                                    const double *__restrict__ V, int set,
+                                                    const TiledState &st, int s, int t) {
+  const uint32_t pw = st.swd[s] + st.twd[t];
+  const uint16_t *cd = st.ocode + set * 3 * kTiledMaxQ2;
+  const uint32_t *rk = st.orank + set * 3 * kTiledMaxQ2;
+  int code[3] = {0, 0, 0};
+  uint32_t flags = 0;
+#pragma unroll
+  for (int k = 0; k < D; ++k) {
+    const uint32_t e = cd[k * kTiledMaxQ2 + ((pw >> (6 * oc.perm[k])) & 63u)];
+    code[k] = static_cast<int>(e & 0xFFu);
+    flags ^= e & 0x100u;  // negation parity
+    flags |= e & 0x200u;  // any zero
+  }
+  if (D == 3 && (oc.net & 1)) cswap(code[0], code[2]);
+  if (oc.net & 2) cswap(code[0], code[1]);
+  if (D == 3 && (oc.net & 4)) cswap(code[1], code[2]);
+  uint32_t rank = 0;
+#pragma unroll
+  for (int k = 0; k < D; ++k) rank += rk[k * kTiledMaxQ2 + code[k]];
+  if (flags & 0x200u) return 0.0;
+  const double v = V[oc.base + rank];
+  return ((flags & 0x100u) != 0) != (oc.sign0 < 0) ? -v : v;
 }
 
 // Tile k's lanes into shared memory (target, list range; bad cleared).
@@ -1304,9 +1405,15 @@ __device__ void tiled_slots(const hipkern_list1_table &tab, const hipkern_list1_
   if (tid < nk) {
     const int slot = buf * kTiledKeyChunk + tid;
     const uint32_t key = tl.keys[ec + static_cast<uint32_t>(tid)];
+    const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
+    const uint32_t table = key / static_cast<uint32_t>(n_cases);
     st.skey[slot] = key;
-    decode_case_layout<D, LAYOUT>(tab, static_cast<int>(key % static_cast<uint32_t>(n_cases)),
-                                  st.soc + slot, st.cand + slot * HIPKERN_LIST1_MAX_TRANSFORMS,
+    st.scase[slot] = c;
+    // A key past the tables (rejected per pair below) reads table 0.
+    st.svoff[slot] = static_cast<uint64_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
+                     static_cast<uint64_t>(tab.n_rows);
+    decode_case_layout<D, LAYOUT>(tab, c, st.soc + slot,
+                                  st.cand + slot * HIPKERN_LIST1_MAX_TRANSFORMS,
                                   st.cinfo + 2 * slot);
   }
 #pragma unroll
@@ -1363,30 +1470,29 @@ struct TiledKeyLoads {
   double g[kG];
 };
 
-// Issues key slot `slot`'s loads (its key, descriptors and boxes are in
-// shared memory from tiled_slots).
+// Issues key slot `slot`'s loads (its case, table, descriptors and boxes
+// are in shared memory from tiled_slots; ORBIT's tables in set `set`).
 template <int D, int LAYOUT, int NQ, int B, int THREADS>
 __device__ __forceinline__ void tiled_issue(const hipkern_list1_table &tab,
                                             const double *__restrict__ f, const TiledState &st,
-                                            int slot, uint32_t lookup_bits,
+                                            int slot, int set, uint32_t lookup_bits,
                                             TiledKeyLoads<NQ, B, THREADS> &ld) {
   using L = TiledKeyLoads<NQ, B, THREADS>;
   const int tid = static_cast<int>(threadIdx.x);
-  const uint32_t key = st.skey[slot];
-  const int c = static_cast<int>(key % static_cast<uint32_t>(tab.n_cases));
-  const uint32_t table = key / static_cast<uint32_t>(tab.n_cases);
-  const double *__restrict__ V =
-      tab.values + static_cast<size_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
-                       static_cast<size_t>(tab.n_rows);
+  const int c = st.scase[slot];
+  const double *__restrict__ V = tab.values + st.svoff[slot];
 #pragma unroll
   for (int u = 0; u < L::kA; ++u) {
     const int x = u * THREADS + tid;
     const int s = x / NQ, t = x - s * NQ;
-    ld.a[u] = x < NQ * NQ
-                  ? case_matrix_entry<D, LAYOUT>(tab, V, c, s, t, NQ, st.soc + slot, st.dig,
-                                                 st.cand + slot * HIPKERN_LIST1_MAX_TRANSFORMS,
-                                                 st.cinfo + 2 * slot, lookup_bits)
-                  : 0.0;
+    if (LAYOUT == HIPKERN_LIST1_ORBIT)
+      ld.a[u] = x < NQ * NQ ? tiled_orbit_entry<D>(st.soc[slot], V, set, st, s, t) : 0.0;
+    else
+      ld.a[u] = x < NQ * NQ
+                    ? case_matrix_entry<D, LAYOUT>(tab, V, c, s, t, NQ, st.soc + slot, nullptr,
+                                                   st.cand + slot * HIPKERN_LIST1_MAX_TRANSFORMS,
+                                                   st.cinfo + 2 * slot, lookup_bits)
+                    : 0.0;
   }
   const uint32_t *sbox = st.sbox + slot * B;
 #pragma unroll
@@ -1451,15 +1557,25 @@ __device__ __forceinline__ void tiled_walk(const hipkern_list1_table &tab,
                                          n < kTiledKeyChunk ? static_cast<int>(n) : kTiledKeyChunk,
                                          0, st);
   __syncthreads();
+  if (LAYOUT == HIPKERN_LIST1_ORBIT) {
+    tiled_orbit_tables<D>(st.soc[0], tab.q, 0, st);
+    __syncthreads();
+  }
   TiledKeyLoads<NQ, B, THREADS> ld;
-  tiled_issue<D, LAYOUT, NQ, B, THREADS>(tab, f, st, 0, lookup_bits, ld);
+  tiled_issue<D, LAYOUT, NQ, B, THREADS>(tab, f, st, 0, 0, lookup_bits, ld);
   for (uint32_t j = 0; j < n; ++j) {
     const int slot = tiled_slot_of(j);
-    __syncthreads();  // the previous key's A, G and slot are read
+    __syncthreads();  // the previous key's A, G, slot and ORBIT tables are read
     tiled_store<NQ, B, THREADS, ZERO_EMPTY>(ld, st, slot, A, A_index, G, ldg);
+    // ORBIT: the next key's tables into the other set (its last reader
+    // was key j − 1's issue, before this key's first barrier).
+    if (LAYOUT == HIPKERN_LIST1_ORBIT && j + 1 < n)
+      tiled_orbit_tables<D>(st.soc[tiled_slot_of(j + 1)], tab.q, static_cast<int>((j + 1) & 1),
+                            st);
     __syncthreads();
-    if (j + 1 < n) tiled_issue<D, LAYOUT, NQ, B, THREADS>(tab, f, st, tiled_slot_of(j + 1),
-                                                         lookup_bits, ld);
+    if (j + 1 < n)
+      tiled_issue<D, LAYOUT, NQ, B, THREADS>(tab, f, st, tiled_slot_of(j + 1),
+                                             static_cast<int>((j + 1) & 1), lookup_bits, ld);
     sums(slot);
     // The next chunk into the other buffer: its last reader was the key
     // before this one (ordered by this key's first barrier); its first
@@ -1504,7 +1620,7 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
   const int tid = static_cast<int>(threadIdx.x);
   const int part = tid >> 5;  // one warp per part
   const int col = tid & 31;
-  if (LAYOUT == HIPKERN_LIST1_ORBIT) fill_digits<D>(tab.q, NQ, st.dig);
+  if (LAYOUT == HIPKERN_LIST1_ORBIT) tiled_mode_words<D>(tab.q, NQ, st);
   // The padding of the last part (outputs past nq) stays zero.
   for (int x = tid; x < S * NQ * LDP; x += THREADS) Tc[x] = 0.0;
   for (int64_t k = blockIdx.x; k < tl.n_tiles; k += gridDim.x) {
@@ -1664,7 +1780,7 @@ __global__ void __launch_bounds__(32 * WARPS * MSPLIT)
   const int m0 = warp / WARPS;  // first row tile
   const int lane = tid & 31;
   const int g = lane >> 2, cq = lane & 3;
-  if (LAYOUT == HIPKERN_LIST1_ORBIT) fill_digits<D>(tab.q, NQ, st.dig);
+  if (LAYOUT == HIPKERN_LIST1_ORBIT) tiled_mode_words<D>(tab.q, NQ, st);
   // The padding (rows past nq, columns past nq) stays zero.
   for (int x = tid; x < MT * 8 * LD + B * LD; x += THREADS) A[x] = 0.0;
   for (int64_t k = blockIdx.x; k < tl.n_tiles; k += gridDim.x) {
