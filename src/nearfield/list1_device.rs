@@ -142,13 +142,21 @@ pub const MAX_TILED_MODES: usize = sys::HIPKERN_LIST1_TILED_MAX_MODES as usize;
 pub const TILE_TARGET_CHOICES: [usize; 3] = [32, 64, 128];
 
 /// The default target boxes per tile for `n_modes = q^d` on this build's
-/// platform: 128 on NVIDIA (the fastest width at every configuration of
-/// `benches/list1.rs` on the H200 but 2D q = 4, where 32 was 11 % faster);
-/// elsewhere 64, or 32 at `q^d > 36`, so that the block's case matrix,
-/// source rows and slots stay within the 64 KB of LDS an AMD block gets.
+/// platform. On NVIDIA: 64 for `17 ≤ q^d ≤ 36`, else 128 — on the H200
+/// (`benches/list1.rs`, commit 2f9109f) 64 was the fastest width for 3D
+/// q = 3 in every layout but ORBIT on the uniform octree (128 there, 14 %
+/// faster), 128 for 3D q = 4 on the uniform octree and for 2D q = 4 (within
+/// 10 % of the others); q^d from 17 to 36 other than 27 follows 27
+/// unmeasured. Elsewhere 64, or 32 at `q^d > 36`, so that the block's case
+/// matrix, source rows and slots stay within the 64 KB of LDS an AMD block
+/// gets.
 pub fn default_targets_per_tile(n_modes: usize) -> usize {
     if crate::runtime::platform() == "nvidia" {
-        128
+        if (17..=36).contains(&n_modes) {
+            64
+        } else {
+            128
+        }
     } else if n_modes > 36 {
         32
     } else {
