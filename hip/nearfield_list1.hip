@@ -957,7 +957,7 @@ __device__ double group_fallback_entry(const hipkern_list1_table &tab, const uin
   return bsign < 0 ? -v : v;
 }
 
-// What a block decodes once per case (thread 0, into shared memory) before
+// What a block decodes once per case (one thread, into shared memory) before
 // any thread reads case_matrix_entry: ORBIT's OrbitCase; the descriptor
 // fallback's candidate transforms cand[0 .. cinfo[0]) to the smallest image
 // case cinfo[1]. Nothing for DENSE or the fallback's resolution table.
@@ -1186,7 +1186,10 @@ __global__ void list1_group_sums(hipkern_list1_table tab, hipkern_list1_pairs pr
 // and stored into shared memory only after them, so their latency hides
 // behind the sums and the barriers (one round of loads per key, all in
 // flight at once); the next chunk's slots are resolved after the first
-// key's sums of the current chunk (double-buffered slots).
+// key's sums of the current chunk (double-buffered slots). ORBIT builds
+// the next key's per-axis code and rank-term tables (tiled_orbit_tables)
+// between the two barriers of a key, so its entries are a few shared
+// reads and the gather (tiled_orbit_entry) instead of the whole decode.
 //
 // Two kernels do the sums. list1_tiled_kernel (FMAs, every platform):
 // 32 · S threads; the q^d outputs are cut into S parts of RO (≤ 9) and a

@@ -77,11 +77,16 @@
 //!   Keys in order and fused products: the CPU evaluator's value to
 //!   rounding (≤ 5e−15 max-norm relative in the benchmark, ≤ 1e−13 asserted), not its bits; per
 //!   arithmetic, the same bits for every layout, tile width and run. It is
-//!   the fastest schedule where the boxes of a tile share their cases (a
-//!   uniform region: 3D q = 3 dense 0.20 ms against 0.41 ms grouped on the
-//!   H200) and slower where they do not (the random adaptive octree of the
-//!   bench: half the lane slots idle, 2.5× the grouped time), which is why
-//!   it is not the default.
+//!   The key loop is software-pipelined: the next key's case-matrix
+//!   entries and source values are loaded into registers before this
+//!   key's products and stored after them. ORBIT decodes each key once into
+//!   per-axis code and rank-term tables in shared memory, so an entry is a
+//!   few table reads and the gather. It is the fastest schedule where the
+//!   boxes of a tile share their cases (a uniform region: 3D q = 3 dense
+//!   0.140 ms and ORBIT 0.163 ms against about 0.40 ms grouped on the
+//!   H200) and no faster, or slower, where they do not (the random adaptive
+//!   octrees of the bench in 3D: 15–85 % of the lane slots idle, up to
+//!   1.7× the grouped time for ORBIT), which is why it is not the default.
 //!
 //! The per-target and grouped schedules compute every `acc_j(t)` as the
 //! same ordered sum and every target's sum in list order, so they give the
