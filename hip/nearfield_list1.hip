@@ -225,6 +225,35 @@ __device__ __forceinline__ void cswap(int &a, int &b) {
   }
 }
 
+// One axis of an ORBIT entry, after g_c's node flip: the digit pair code
+// p = x_s·q + x_t folded by the stabiliser where the axis is flippable
+// (p and q² − 1 − p are one code, the smaller), with what that does to
+// the sign: kFoldNegate (a derivative axis folded) and kFoldZero (a
+// derivative axis on its own fold point: the entry is zero by symmetry).
+constexpr uint32_t kFoldNegate = 1;
+constexpr uint32_t kFoldZero = 2;
+__device__ __forceinline__ int orbit_fold(uint8_t flags, int q2, int p, uint32_t &fold) {
+  if (flags & kFlippable) {
+    const int fl = q2 - 1 - p;
+    const bool der = (flags & kDerivative) != 0;
+    if (der && fl == p) fold |= kFoldZero;
+    if (fl < p) {
+      p = fl;
+      if (der) fold ^= kFoldNegate;
+    }
+  }
+  return p;
+}
+
+// The codes of one ORBIT entry sorted within the case's axis groups (the
+// exchange network of decode_orbit_case), so the rank is a multiset rank.
+template <int D>
+__device__ __forceinline__ void orbit_sort_codes(const OrbitCase &oc, int *code) {
+  if (D == 3 && (oc.net & 1)) cswap(code[0], code[2]);
+  if (oc.net & 2) cswap(code[0], code[1]);
+  if (D == 3 && (oc.net & 4)) cswap(code[1], code[2]);
+}
+
 // The target's digits (axis 0 slowest) and the source digit counter.
 template <int D>
 __device__ __forceinline__ void digits(int m, int q, int *d) {
@@ -366,32 +395,21 @@ __global__ void list1_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
           }
           int sd[3] = {0, 0, 0};
           for (int s = 0; s < nq; ++s, next_digits<D>(q, sd)) {
-            int sign = oc.sign0;
+            uint32_t fold = 0;
             int code[3] = {0, 0, 0};
 #pragma unroll
             for (int k = 0; k < D; ++k) {
               int x = pick(sd, oc.perm[k]);
               if (oc.flags[k] & kNodeFlip) x = q - 1 - x;
-              int p = x * q + tp[k];
-              if (oc.flags[k] & kFlippable) {
-                const int fl = q2 - 1 - p;
-                const bool der = (oc.flags[k] & kDerivative) != 0;
-                if (der && fl == p) sign = 0;
-                if (fl < p) {
-                  p = fl;
-                  if (der) sign = -sign;
-                }
-              }
-              code[k] = p;
+              code[k] = orbit_fold(oc.flags[k], q2, x * q + tp[k], fold);
             }
-            if (D == 3 && (oc.net & 1)) cswap(code[0], code[2]);
-            if (oc.net & 2) cswap(code[0], code[1]);
-            if (D == 3 && (oc.net & 4)) cswap(code[1], code[2]);
+            orbit_sort_codes<D>(oc, code);
             uint32_t rank = 0;
 #pragma unroll
             for (int k = 0; k < D; ++k)
               rank += oc.w[k] * rank_term(static_cast<uint32_t>(code[k]), oc.pos[k]);
-            if (sign == 0) continue;  // zero by symmetry: adds nothing
+            if (fold & kFoldZero) continue;  // zero by symmetry: adds nothing
+            const int sign = (fold & kFoldNegate) ? -oc.sign0 : oc.sign0;
             const double v = V[rank];
             acc = hk_add(acc, hk_mul(fs[s], sign < 0 ? -v : v));
           }
@@ -669,19 +687,10 @@ __device__ __forceinline__ double orbit_pair(const OrbitRaw &rc, const int *td,
 #pragma unroll
     for (int d = 0; d < Q; ++d) {
       const int x = nf ? Q - 1 - d : d;
-      int p = x * Q + y;
-      uint32_t bits = 0;
-      if (f & kFlippable) {
-        const int fp = Q2 - 1 - p;
-        const bool der = (f & kDerivative) != 0;
-        if (der && fp == p) bits |= kZeroBit;
-        if (fp < p) {
-          p = fp;
-          if (der) bits |= kSignBit;
-        }
-      }
-      X[j][d] = static_cast<uint32_t>(p);
-      S[j][d] = Z ? bits : 0u;
+      uint32_t fold = 0;
+      X[j][d] = static_cast<uint32_t>(orbit_fold(f, Q2, x * Q + y, fold));
+      S[j][d] = Z ? ((fold & kFoldZero) ? kZeroBit : 0u) | ((fold & kFoldNegate) ? kSignBit : 0u)
+                  : 0u;
     }
   }
   constexpr int PA = SH == kShapeP12 ? 1 : 0;
@@ -876,7 +885,7 @@ __device__ double group_orbit_entry(const OrbitCase &oc, const double *__restric
   const int q2 = q * q;
   const int td[3] = {tdig[0], tdig[1], tdig[2]};
   const int sd[3] = {sdig[0], sdig[1], sdig[2]};
-  int sign = oc.sign0;
+  uint32_t fold = 0;
   int code[3] = {0, 0, 0};
 #pragma unroll
   for (int k = 0; k < D; ++k) {
@@ -886,27 +895,15 @@ __device__ double group_orbit_entry(const OrbitCase &oc, const double *__restric
       xt = q - 1 - xt;
       xs = q - 1 - xs;
     }
-    int p = xs * q + xt;
-    if (oc.flags[k] & kFlippable) {
-      const int fl = q2 - 1 - p;
-      const bool der = (oc.flags[k] & kDerivative) != 0;
-      if (der && fl == p) sign = 0;
-      if (fl < p) {
-        p = fl;
-        if (der) sign = -sign;
-      }
-    }
-    code[k] = p;
+    code[k] = orbit_fold(oc.flags[k], q2, xs * q + xt, fold);
   }
-  if (D == 3 && (oc.net & 1)) cswap(code[0], code[2]);
-  if (oc.net & 2) cswap(code[0], code[1]);
-  if (D == 3 && (oc.net & 4)) cswap(code[1], code[2]);
+  orbit_sort_codes<D>(oc, code);
   uint32_t rank = 0;
 #pragma unroll
   for (int k = 0; k < D; ++k) rank += oc.w[k] * rank_term(static_cast<uint32_t>(code[k]), oc.pos[k]);
-  if (sign == 0) return 0.0;
+  if (fold & kFoldZero) return 0.0;
   const double v = V[rank];
-  return sign < 0 ? -v : v;
+  return ((fold & kFoldNegate) != 0) != (oc.sign0 < 0) ? -v : v;
 }
 
 // FALLBACK's T(c, s, t) by the descriptor path: the candidates cl[0..nc)
@@ -1226,7 +1223,7 @@ __host__ __device__ constexpr int tiled_f_stride(int nq) { return nq | 1; }
 // The per-tile and per-chunk shared state both kernels keep after their
 // matrices: [slot scale S·B f64] [slot displacement S·B f64] [slot value
 // offset S u64] [slot box S·B u32] [lane target, list begin, list end, bad:
-// 4·B u32] [slot key S u32] [slot case S i32] [slot candidate count,
+// 4·B u32] [slot case S i32] [slot candidate count,
 // smallest image case: 2·S i32] [mode words 2·nq u32] [ORBIT rank terms
 // 2 × 3 × kTiledMaxQ2 u32] [ORBIT axis codes 2 × 3 × kTiledMaxQ2 u16]
 // [align 16] [slot OrbitCase S] [slot candidates S × max transforms u8],
@@ -1234,7 +1231,7 @@ __host__ __device__ constexpr int tiled_f_stride(int nq) { return nq | 1; }
 constexpr int kTiledMaxQ2 = 64;  // q² of the tiled schedule: q^d ≤ 64 gives q ≤ 8 (2D), 4 (3D)
 __host__ __device__ inline size_t tiled_state_head_bytes(int nq, int b) {
   size_t n = static_cast<size_t>(kTiledSlots) * b * 20 + static_cast<size_t>(kTiledSlots) * 8 +
-             static_cast<size_t>(b) * 16 + static_cast<size_t>(kTiledSlots) * 16 +
+             static_cast<size_t>(b) * 16 + static_cast<size_t>(kTiledSlots) * 12 +
              8 * static_cast<size_t>(nq) + 2 * 3 * kTiledMaxQ2 * 6;
   return (n + 15) / 16 * 16;
 }
@@ -1252,7 +1249,7 @@ __device__ __forceinline__ double hk_fma(double a, double b, double c) { return 
 struct TiledState {
   double *sscale, *sdisp;
   uint64_t *svoff;  // per slot: the offset of its table's rows in tab.values
-  uint32_t *sbox, *ltarget, *lbegin, *lend, *lbad, *skey;
+  uint32_t *sbox, *ltarget, *lbegin, *lend, *lbad;
   int *scase;  // per slot: its case
   int *cinfo;  // 2 per slot
   // ORBIT: per mode m its digits placed for the axis pair index of each
@@ -1262,8 +1259,8 @@ struct TiledState {
   uint32_t *swd, *twd;
   // ORBIT, two sets (keys alternate): per position k the rank term
   // w_k · C(code + pos_k, pos_k + 1) of each code, and per position k and
-  // axis pair index (of axis perm_k) the folded code | negate << 8 |
-  // zero << 9 (tiled_orbit_tables).
+  // axis pair index (of axis perm_k) the folded code | orbit_fold's
+  // flags << 8 (tiled_orbit_tables).
   uint32_t *orank;
   uint16_t *ocode;
   OrbitCase *soc;  // 1 per slot
@@ -1281,8 +1278,7 @@ __device__ inline TiledState tiled_state(unsigned char *at, int nq, int b) {
   st.lbegin = st.ltarget + b;
   st.lend = st.lbegin + b;
   st.lbad = st.lend + b;
-  st.skey = st.lbad + b;
-  st.scase = reinterpret_cast<int *>(st.skey + kTiledSlots);
+  st.scase = reinterpret_cast<int *>(st.lbad + b);
   st.cinfo = st.scase + kTiledSlots;
   st.swd = reinterpret_cast<uint32_t *>(st.cinfo + 2 * kTiledSlots);
   st.twd = st.swd + nq;
@@ -1328,18 +1324,9 @@ __device__ void tiled_orbit_tables(const OrbitCase &oc, int q, int set, const Ti
       xs = q - 1 - xs;
       xt = q - 1 - xt;
     }
-    int p = xs * q + xt;
-    uint32_t neg = 0, zero = 0;
-    if (oc.flags[k] & kFlippable) {
-      const int fl = q2 - 1 - p;
-      const bool der = (oc.flags[k] & kDerivative) != 0;
-      if (der && fl == p) zero = 1;
-      if (fl < p) {
-        p = fl;
-        if (der) neg = 1;
-      }
-    }
-    cd[k * kTiledMaxQ2 + pi] = static_cast<uint16_t>(p | (neg << 8) | (zero << 9));
+    uint32_t fold = 0;
+    const int p = orbit_fold(oc.flags[k], q2, xs * q + xt, fold);
+    cd[k * kTiledMaxQ2 + pi] = static_cast<uint16_t>(static_cast<uint32_t>(p) | (fold << 8));
     rk[k * kTiledMaxQ2 + pi] = oc.w[k] * rank_term(static_cast<uint32_t>(pi), oc.pos[k]);
   }
 }
@@ -1355,23 +1342,21 @@ __device__ __forceinline__ double tiled_orbit_entry(const OrbitCase &oc,
   const uint16_t *cd = st.ocode + set * 3 * kTiledMaxQ2;
   const uint32_t *rk = st.orank + set * 3 * kTiledMaxQ2;
   int code[3] = {0, 0, 0};
-  uint32_t flags = 0;
+  uint32_t fold = 0;
 #pragma unroll
   for (int k = 0; k < D; ++k) {
     const uint32_t e = cd[k * kTiledMaxQ2 + ((pw >> (6 * oc.perm[k])) & 63u)];
     code[k] = static_cast<int>(e & 0xFFu);
-    flags ^= e & 0x100u;  // negation parity
-    flags |= e & 0x200u;  // any zero
+    fold ^= (e >> 8) & kFoldNegate;  // negation parity
+    fold |= (e >> 8) & kFoldZero;    // any zero
   }
-  if (D == 3 && (oc.net & 1)) cswap(code[0], code[2]);
-  if (oc.net & 2) cswap(code[0], code[1]);
-  if (D == 3 && (oc.net & 4)) cswap(code[1], code[2]);
+  orbit_sort_codes<D>(oc, code);
   uint32_t rank = 0;
 #pragma unroll
   for (int k = 0; k < D; ++k) rank += rk[k * kTiledMaxQ2 + code[k]];
-  if (flags & 0x200u) return 0.0;
-  const double v = V[oc.base + rank];
-  return ((flags & 0x100u) != 0) != (oc.sign0 < 0) ? -v : v;
+  if (fold & kFoldZero) return 0.0;
+  const double v = (V + oc.base)[rank];
+  return ((fold & kFoldNegate) != 0) != (oc.sign0 < 0) ? -v : v;
 }
 
 // Tile k's lanes into shared memory (target, list range; bad cleared).
@@ -1392,7 +1377,7 @@ __device__ void tiled_tile_begin(const hipkern_list1_pairs &pr, const hipkern_li
 }
 
 // The slots of keys ec .. ec + nk (nk ≤ kTiledKeyChunk) into chunk buffer
-// `buf`: per key its key and decoded layout descriptors; per (key, lane)
+// `buf`: per key its case, table offset and decoded layout descriptors; per (key, lane)
 // the box (kNotFound: no pair; kBadPair: a pair outside the lane's list or
 // of another case or table, which also sets the lane's bad flag), scale,
 // displacement term. Every slot's loads are independent of the others'.
@@ -1410,7 +1395,6 @@ __device__ void tiled_slots(const hipkern_list1_table &tab, const hipkern_list1_
     const uint32_t key = tl.keys[ec + static_cast<uint32_t>(tid)];
     const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
     const uint32_t table = key / static_cast<uint32_t>(n_cases);
-    st.skey[slot] = key;
     st.scase[slot] = c;
     // A key past the tables (rejected per pair below) reads table 0.
     st.svoff[slot] = static_cast<uint64_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
