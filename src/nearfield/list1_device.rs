@@ -76,7 +76,7 @@
 //!   [`List1Evaluator::set_tiled_tensor_cores`] allows it, else as FMAs.
 //!   Keys in order and fused products: the CPU evaluator's value to
 //!   rounding (≤ 5e−15 max-norm relative in the benchmark, ≤ 1e−13 asserted), not its bits; per
-//!   arithmetic, the same bits for every layout, tile width and run. It is
+//!   arithmetic, the same bits for every layout, tile width and run.
 //!   The key loop is software-pipelined: the next key's case-matrix
 //!   entries and source values are loaded into registers before this
 //!   key's products and stored after them. ORBIT decodes each key once into
