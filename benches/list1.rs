@@ -270,6 +270,27 @@ fn main() {
                 128,
             ),
             (
+                "s64",
+                List1Schedule::TargetTiled,
+                2,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                64,
+            ),
+            (
+                "s32",
+                List1Schedule::TargetTiled,
+                2,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                32,
+            ),
+            (
+                "s128",
+                List1Schedule::TargetTiled,
+                2,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                128,
+            ),
+            (
                 "f64",
                 List1Schedule::TargetTiled,
                 0,
@@ -331,9 +352,11 @@ fn main() {
             let compulsory =
                 (up.total() + plan.upload_bytes() + 8 * cfg.tree.n_boxes() * nq + 8 * n_out) as f64;
             for (bi, &(sched, schedule, batch, scratch, width)) in schedules.iter().enumerate() {
-                // batch 0 marks the tiled schedule with FMAs only.
+                // batch 0 marks the tiled schedule with FMAs only, 2 its
+                // source-staged tensor-core kernel (the same bits as 1's).
                 let tiled = schedule == List1Schedule::TargetTiled;
                 ev.set_tiled_tensor_cores(batch != 0);
+                ev.set_tiled_source_staging(batch == 2);
                 ev.set_target_batch_size(batch.max(1)).unwrap();
                 ev.set_schedule(schedule).unwrap();
                 if scratch != ev.pair_scratch_bytes() || (tiled && width != plan.targets_per_tile())
@@ -387,9 +410,11 @@ fn main() {
                 if tiled {
                     eprintln!(
                         "{} {name} {sched}: {reference_err:.2e} from dense batch 1 (max-norm \
-                         relative), lanes busy {:.3}",
+                         relative), lanes busy {:.3}, {} tiles, at most {} sources per tile",
                         cfg.name,
-                        plan.n_pairs() as f64 / plan.tile_slots().max(1) as f64
+                        plan.n_pairs() as f64 / plan.tile_slots().max(1) as f64,
+                        plan.target_tiles(),
+                        plan.max_tile_sources()
                     );
                 }
                 if layout == List1Layout::Dense {
@@ -442,8 +467,8 @@ fn main() {
          outputs + plan once, against {:.2} TB/s copy bandwidth; /dense: time over the dense \
          layout's in the same schedule (b1/b32: per-target, batch 1/32; grp: case-grouped, one \
          chunk per 256 MiB of pair products; grp32M: 32 MiB chunks; t64/t32/t128: target-tiled, \
-         64/32/128 boxes per tile on the FP64 tensor cores where the device has them, f64/f32/f128 \
-         the same with FMAs; keys in order: bitwise equal across layouts and widths, to rounding \
+         64/32/128 boxes per tile on the FP64 tensor cores where the device has them, s64/s32/s128 \
+         the same source-staged, f64/f32/f128 the same with FMAs; keys in order: bitwise equal across layouts and widths, to rounding \
          against b1)",
         bw / 1e12
     );

@@ -1290,34 +1290,40 @@ __device__ inline TiledState tiled_state(unsigned char *at, int nq, int b) {
   return st;
 }
 
-// ORBIT: the mode words (TiledState::swd, twd), by the block.
+// ORBIT: the mode words of mode m (TiledState::swd, twd): its digits d_j
+// placed at bits 6j, times q as the source (sw), as they are as the target
+// (tw), so sw(s) + tw(t) holds d_j(s)·q + d_j(t) for every axis j.
 template <int D>
-__device__ void tiled_mode_words(int q, int nq, const TiledState &st) {
-  for (int m = static_cast<int>(threadIdx.x); m < nq; m += static_cast<int>(blockDim.x)) {
-    int d[3];
-    digits<D>(m, q, d);
-    uint32_t sw = 0, tw = 0;
-    for (int j = 0; j < D; ++j) {
-      sw += static_cast<uint32_t>(d[j] * q) << (6 * j);
-      tw += static_cast<uint32_t>(d[j]) << (6 * j);
-    }
-    st.swd[m] = sw;
-    st.twd[m] = tw;
+__device__ __forceinline__ void mode_words(int m, int q, uint32_t &sw, uint32_t &tw) {
+  int d[3];
+  digits<D>(m, q, d);
+  sw = 0;
+  tw = 0;
+  for (int j = 0; j < D; ++j) {
+    sw += static_cast<uint32_t>(d[j] * q) << (6 * j);
+    tw += static_cast<uint32_t>(d[j]) << (6 * j);
   }
 }
 
-// ORBIT: table set `set` for the OrbitCase of a key, by the block — the
-// per-axis steps of group_orbit_entry done once per (position, digit pair)
-// instead of once per entry: position k, pair P = x_s·q + x_t of the raw
-// digits of axis perm_k gives the code (node flip, then the stabiliser's
-// fold) with its negation and zero flags; and the rank term of each code
-// at position k.
+// ORBIT: the mode words of every mode into TiledState::swd, twd, by the block.
 template <int D>
-__device__ void tiled_orbit_tables(const OrbitCase &oc, int q, int set, const TiledState &st) {
+__device__ void tiled_mode_words(int q, int nq, const TiledState &st) {
+  for (int m = static_cast<int>(threadIdx.x); m < nq; m += static_cast<int>(blockDim.x))
+    mode_words<D>(m, q, st.swd[m], st.twd[m]);
+}
+
+// ORBIT: the per-axis tables of one OrbitCase, entries x = first, first +
+// step, ... of D·q² — the per-axis steps of group_orbit_entry done once per
+// (position, digit pair) instead of once per entry: position k, pair
+// P = x_s·q + x_t of the raw digits of axis perm_k gives the code (node
+// flip, then the stabiliser's fold) with orbit_fold's flags << 8 at
+// cd[k·stride + P], and the rank term w_k · C(code + pos_k, pos_k + 1) of
+// each code at rk[k·stride + code].
+template <int D>
+__device__ void orbit_axis_tables(const OrbitCase &oc, int q, uint16_t *cd, uint32_t *rk,
+                                  int stride, int first, int step) {
   const int q2 = q * q;
-  uint32_t *rk = st.orank + set * 3 * kTiledMaxQ2;
-  uint16_t *cd = st.ocode + set * 3 * kTiledMaxQ2;
-  for (int x = static_cast<int>(threadIdx.x); x < D * q2; x += static_cast<int>(blockDim.x)) {
+  for (int x = first; x < D * q2; x += step) {
     const int k = x / q2, pi = x - k * q2;
     int xs = pi / q, xt = pi - (pi / q) * q;
     if (oc.flags[k] & kNodeFlip) {
@@ -1326,26 +1332,32 @@ __device__ void tiled_orbit_tables(const OrbitCase &oc, int q, int set, const Ti
     }
     uint32_t fold = 0;
     const int p = orbit_fold(oc.flags[k], q2, xs * q + xt, fold);
-    cd[k * kTiledMaxQ2 + pi] = static_cast<uint16_t>(static_cast<uint32_t>(p) | (fold << 8));
-    rk[k * kTiledMaxQ2 + pi] = oc.w[k] * rank_term(static_cast<uint32_t>(pi), oc.pos[k]);
+    cd[k * stride + pi] = static_cast<uint16_t>(static_cast<uint32_t>(p) | (fold << 8));
+    rk[k * stride + pi] = oc.w[k] * rank_term(static_cast<uint32_t>(pi), oc.pos[k]);
   }
 }
 
-// ORBIT's T(c, s, t) from table set `set` and the mode words: the value
+// ORBIT: table set `set` for the OrbitCase of a key, by the block.
+template <int D>
+__device__ void tiled_orbit_tables(const OrbitCase &oc, int q, int set, const TiledState &st) {
+  orbit_axis_tables<D>(oc, q, st.ocode + set * 3 * kTiledMaxQ2, st.orank + set * 3 * kTiledMaxQ2,
+                       kTiledMaxQ2, static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x));
+}
+
+// ORBIT's T(c, s, t) from the per-axis tables of its case
+// (orbit_axis_tables) and pw = swd[s] + twd[t] (the mode words): the value
 // group_orbit_entry gives, bit for bit (the same codes, sorting network,
 // rank and sign).
 template <int D>
-__device__ __forceinline__ double tiled_orbit_entry(const OrbitCase &oc,
-                                                    const double *__restrict__ V, int set,
-                                                    const TiledState &st, int s, int t) {
-  const uint32_t pw = st.swd[s] + st.twd[t];
-  const uint16_t *cd = st.ocode + set * 3 * kTiledMaxQ2;
-  const uint32_t *rk = st.orank + set * 3 * kTiledMaxQ2;
+__device__ __forceinline__ double orbit_table_entry(const OrbitCase &oc,
+                                                    const double *__restrict__ V,
+                                                    const uint16_t *cd, const uint32_t *rk,
+                                                    int stride, uint32_t pw) {
   int code[3] = {0, 0, 0};
   uint32_t fold = 0;
 #pragma unroll
   for (int k = 0; k < D; ++k) {
-    const uint32_t e = cd[k * kTiledMaxQ2 + ((pw >> (6 * oc.perm[k])) & 63u)];
+    const uint32_t e = cd[k * stride + ((pw >> (6 * oc.perm[k])) & 63u)];
     code[k] = static_cast<int>(e & 0xFFu);
     fold ^= (e >> 8) & kFoldNegate;  // negation parity
     fold |= (e >> 8) & kFoldZero;    // any zero
@@ -1353,10 +1365,20 @@ __device__ __forceinline__ double tiled_orbit_entry(const OrbitCase &oc,
   orbit_sort_codes<D>(oc, code);
   uint32_t rank = 0;
 #pragma unroll
-  for (int k = 0; k < D; ++k) rank += rk[k * kTiledMaxQ2 + code[k]];
+  for (int k = 0; k < D; ++k) rank += rk[k * stride + code[k]];
   if (fold & kFoldZero) return 0.0;
   const double v = (V + oc.base)[rank];
   return ((fold & kFoldNegate) != 0) != (oc.sign0 < 0) ? -v : v;
+}
+
+// The same from table set `set` of the FMA kernel's state.
+template <int D>
+__device__ __forceinline__ double tiled_orbit_entry(const OrbitCase &oc,
+                                                    const double *__restrict__ V, int set,
+                                                    const TiledState &st, int s, int t) {
+  return orbit_table_entry<D>(oc, V, st.ocode + set * 3 * kTiledMaxQ2,
+                              st.orank + set * 3 * kTiledMaxQ2, kTiledMaxQ2,
+                              st.swd[s] + st.twd[t]);
 }
 
 // Tile k's lanes into shared memory (target, list range; bad cleared).
@@ -1711,7 +1733,7 @@ __host__ __device__ inline size_t mma_matrix_bytes(int nq, int b) {
   return static_cast<size_t>(mma_m_tiles(nq)) * 8 * mma_stride(nq) * 8 +
          static_cast<size_t>(b) * mma_stride(nq) * 8;
 }
-__host__ __device__ inline size_t mma_shared(int nq, int b) {
+__host__ __device__ inline size_t mma_keyed_shared(int nq, int b) {
   return (mma_matrix_bytes(nq, b) + 15) / 16 * 16 + tiled_state_bytes(nq, b);
 }
 
@@ -1826,6 +1848,386 @@ __global__ void __launch_bounds__(32 * WARPS * MSPLIT)
           if (m0 + i * MSPLIT < MT && t < NQ)
             ob[t] = nan ? __longlong_as_double(0x7FF8000000000000ll) : acc[i][n][h];
         }
+      }
+  }
+}
+
+// --- The same on the tensor cores, source-staged ---------------------------
+//
+// (hipkern_list1_tiles.arithmetic = HIPKERN_LIST1_TILED_TENSOR_SOURCES.)
+// The same tiles and keys as list1_tiled_kernel, the products as matrix
+// products on the FP64 tensor cores (mma.sync m8n8k4, sm_80 and later):
+// per key U(t, n) += Σ_s A(t, s) · G(s, n) with A(t, s) = T(case, s, t)
+// (q^d padded to whole 8 × 4 tiles with zeros) and G(s, n) = scale_n ·
+// f[box_n, s], n over the tile's boxes (zero for a box without a pair of
+// the key).
+//
+// Source-staged: a tile's pairs read few distinct source boxes (a uniform
+// region's 4 × 4 × 4 targets read 6 × 6 × 6 sources), so the block loads
+// the tile's sources (hipkern_list1_tiles.tile_sources) once, pre-scaled
+// by their level's scale, into shared rows G_r (and their displacement
+// terms), and a key's column n is row key_source_slots[key, n] of them (a
+// zero row for a box without a pair): no per-key staging of source
+// values. The keys are taken in chunks of kMmaKeyChunk: per chunk the
+// block resolves and checks every (key, box) slot and decodes each key's
+// layout descriptors (ORBIT: its per-axis tables) into shared memory
+// (two barriers, ORBIT three), then every warp walks the chunk's keys on
+// its own, without barriers: warp (row tile m, column group ng) reads its A fragments
+// (rows t = 8m .. 8m + 7, all source modes) straight from the layout —
+// DENSE from the table, ORBIT decoded from the per-axis tables, FALLBACK
+// through case_matrix_entry — the next key's while this key's products
+// run, and its B fragments from the source rows; its accumulators (8 × 8
+// per column tile, NT tiles) stay in registers for the whole tile.
+//
+// Order: per output, the keys ascending, per key the k-steps of four
+// source modes in order, then the displacement term: the same for every
+// tile width and layout (the case matrices are equal) and from run to run,
+// so the same bits; not the FMA kernel's bits, nor the CPU evaluator's.
+constexpr int kMmaKeyChunk = 32;
+// mma_slots decodes key kk with thread kk: every block has ≥ 32 threads.
+static_assert(kMmaKeyChunk <= 32, "a key chunk per warp's threads");
+// The source rows' stride in doubles: the k-steps' columns, ≡ 4 (mod 8),
+// so a B fragment load (a half-warp: 4 rows × 4 consecutive columns) of
+// rows distinct mod 4 hits 16 distinct bank pairs.
+__host__ __device__ constexpr int mma_row_stride(int nq) {
+  return mma_k_steps(nq) * 4 % 8 == 4 ? mma_k_steps(nq) * 4 : mma_k_steps(nq) * 4 + 4;
+}
+// Column tiles (8 boxes) per warp and column groups per tile of b boxes:
+// a warp takes at most 64 boxes, so its accumulators stay 16 doubles.
+__host__ __device__ constexpr int mma_n_tiles(int b) { return b / 8 < 8 ? b / 8 : 8; }
+__host__ __device__ constexpr int mma_groups(int b) { return b / (8 * mma_n_tiles(b)); }
+__host__ __device__ constexpr int mma_threads(int nq, int b) {
+  return 32 * mma_m_tiles(nq) * mma_groups(b);
+}
+
+// Shared memory: [source rows (rows + 1) × stride f64, row `rows` zero]
+// [their displacement terms rows + 1 f64] [key value offsets C u64]
+// [ORBIT rank terms C × D·q² u32] [lane target, begin, end, bad 4·B u32]
+// [key case C i32] [candidate count, smallest image case 2·C i32] [tile
+// flags 2 u32] [ORBIT codes C × D·q² u16] [slots C × B u16] [align 16]
+// [OrbitCase C] [candidates C × max transforms u8], C = kMmaKeyChunk.
+__host__ __device__ inline size_t mma_head_bytes(int nq, int b, int rows, int dq2) {
+  constexpr size_t C = kMmaKeyChunk;
+  size_t n = static_cast<size_t>(rows + 1) * mma_row_stride(nq) * 8 +
+             static_cast<size_t>(rows + 1) * 8 + C * 8 + C * dq2 * 4 + static_cast<size_t>(b) * 16 +
+             C * 12 + 8 + C * dq2 * 2 + C * b * 2;
+  return (n + 15) / 16 * 16;
+}
+__host__ __device__ inline size_t mma_sources_shared(int nq, int b, int rows, int dq2) {
+  return mma_head_bytes(nq, b, rows, dq2) +
+         kMmaKeyChunk * (sizeof(OrbitCase) + HIPKERN_LIST1_MAX_TRANSFORMS);
+}
+
+struct MmaState {
+  double *G, *gdisp;
+  uint64_t *kvoff;
+  uint32_t *orank;
+  uint32_t *ltarget, *lbegin, *lend, *lbad;
+  int *kcase, *cinfo;
+  uint32_t *flags;  // [0] the tile is bad (NaN everywhere), [1] some row has a displacement
+  uint16_t *ocode, *slots;
+  OrbitCase *soc;
+  uint8_t *cand;
+};
+
+__device__ inline MmaState mma_state(unsigned char *at, int nq, int b, int rows, int dq2) {
+  constexpr int C = kMmaKeyChunk;
+  MmaState st;
+  st.G = reinterpret_cast<double *>(at);
+  st.gdisp = st.G + static_cast<size_t>(rows + 1) * mma_row_stride(nq);
+  st.kvoff = reinterpret_cast<uint64_t *>(st.gdisp + rows + 1);
+  st.orank = reinterpret_cast<uint32_t *>(st.kvoff + C);
+  st.ltarget = st.orank + C * dq2;
+  st.lbegin = st.ltarget + b;
+  st.lend = st.lbegin + b;
+  st.lbad = st.lend + b;
+  st.kcase = reinterpret_cast<int *>(st.lbad + b);
+  st.cinfo = st.kcase + C;
+  st.flags = reinterpret_cast<uint32_t *>(st.cinfo + 2 * C);
+  st.ocode = reinterpret_cast<uint16_t *>(st.flags + 2);
+  st.slots = st.ocode + C * dq2;
+  const size_t off = mma_head_bytes(nq, b, rows, dq2);
+  st.soc = reinterpret_cast<OrbitCase *>(at + off);
+  st.cand = at + off + sizeof(OrbitCase) * C;
+  return st;
+}
+
+// Where lane l's slot goes in a key's row of B slots: a warp's thread
+// (g, ·) of column group ng reads its NT boxes ng·8NT + 8n + g, n = 0 ..
+// NT − 1, as NT consecutive u16.
+template <int B>
+__device__ __forceinline__ int mma_slot_index(int l) {
+  constexpr int NT = mma_n_tiles(B);
+  const int ng = l / (8 * NT), n = (l / 8) % NT, g = l % 8;
+  return ng * 8 * NT + g * NT + n;
+}
+
+// Tile k's start, by the block: its lanes (target, list range, bad
+// cleared), its source rows (scale · f, rows past the sources untouched),
+// their displacement terms and the tile flags. A tile with more sources
+// than the rows, or a source box out of range, is bad (every output NaN).
+// Ends without a barrier: the chunk's slots follow before one.
+template <int NQ, int B, int THREADS>
+__device__ void mma_tile_begin(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
+                               const hipkern_list1_tiles &tl, const double *__restrict__ f,
+                               int64_t k, int rows, const MmaState &st) {
+  constexpr int LD = mma_row_stride(NQ);
+  const int tid = static_cast<int>(threadIdx.x);
+  __syncthreads();  // the previous tile's lanes, flags and rows are read
+  if (tid == 0) {
+    st.flags[0] = 0u;
+    st.flags[1] = 0u;
+  }
+  for (int lane = tid; lane < B; lane += THREADS) {
+    const uint32_t i = tl.tile_targets[static_cast<size_t>(k) * B + lane];
+    const bool mine = static_cast<int64_t>(i) < pr.n_targets;
+    st.ltarget[lane] = mine ? i : kNotFound;
+    st.lbegin[lane] = mine ? pr.source_starts[i] : 0u;
+    st.lend[lane] = mine ? pr.source_starts[i + 1] : 0u;
+    st.lbad[lane] = 0u;
+  }
+  __syncthreads();  // flags cleared before anyone sets them
+  const uint32_t o = tl.tile_source_offsets[k];
+  const uint32_t n = tl.tile_source_offsets[k + 1] - o;
+  if (n > static_cast<uint32_t>(rows)) {
+    if (tid == 0) st.flags[0] = 1u;
+    return;
+  }
+  for (int x = tid; x < static_cast<int>(n) * NQ; x += THREADS) {
+    const int r = x / NQ, s = x - r * NQ;
+    const uint32_t b = tl.tile_sources[o + static_cast<uint32_t>(r)];
+    double v = 0.0;
+    if (static_cast<int64_t>(b) < pr.n_boxes)
+      v = pr.level_scale[pr.box_levels[b]] * f[static_cast<size_t>(b) * NQ + s];
+    else
+      st.flags[0] = 1u;  // same value from any writer
+    st.G[r * LD + s] = v;
+  }
+  for (int r = tid; r < static_cast<int>(n); r += THREADS) {
+    const uint32_t b = tl.tile_sources[o + static_cast<uint32_t>(r)];
+    double dterm = 0.0;
+    if (static_cast<int64_t>(b) < pr.n_boxes) {
+      const double disp = pr.level_displacement[pr.box_levels[b]];
+      if (disp != 0.0) {
+        const double *__restrict__ fs = f + static_cast<size_t>(b) * NQ;
+        double sum = 0.0;
+        for (int s = 0; s < NQ; ++s) sum = hk_fma(fs[s], tab.mode_normalizers[s], sum);
+        dterm = disp * sum;
+        st.flags[1] = 1u;
+      }
+    }
+    st.gdisp[r] = dterm;
+  }
+}
+
+// The slots of keys ec .. ec + nk (nk ≤ kMmaKeyChunk) of tile k, by the
+// block: per key its case, table offset and decoded layout descriptors;
+// per (key, lane) the source row of the lane's pair of that key (the zero
+// row `rows` for none), checked: the pair in the lane's list, of the key's
+// case and table, its source box the tile's source at that row — else the
+// lane is bad (NaN) and the slot takes the zero row. Ends without a
+// barrier.
+template <int D, int LAYOUT, int B, int THREADS>
+__device__ void mma_slots(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
+                          const hipkern_list1_tiles &tl, int64_t k, uint32_t ec, int nk, int rows,
+                          const MmaState &st) {
+  const int n_cases = tab.n_cases;
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid < nk) {
+    const uint32_t key = tl.keys[ec + static_cast<uint32_t>(tid)];
+    const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
+    const uint32_t table = key / static_cast<uint32_t>(n_cases);
+    st.kcase[tid] = c;
+    // A key past the tables (rejected per pair below) reads table 0.
+    st.kvoff[tid] = static_cast<uint64_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
+                    static_cast<uint64_t>(tab.n_rows);
+    decode_case_layout<D, LAYOUT>(tab, c, st.soc + tid, st.cand + tid * HIPKERN_LIST1_MAX_TRANSFORMS,
+                                  st.cinfo + 2 * tid);
+  }
+  const uint32_t o = tl.tile_source_offsets[k];
+  const uint32_t n_src = tl.tile_source_offsets[k + 1] - o;
+  for (int x = tid; x < nk * B; x += THREADS) {
+    const int kk = x / B, lane = x - kk * B;
+    uint16_t slot = static_cast<uint16_t>(rows);
+    if (st.ltarget[lane] != kNotFound) {
+      const size_t at = static_cast<size_t>(ec + static_cast<uint32_t>(kk)) * B + lane;
+      const uint32_t j = tl.key_pairs[at];
+      if (j != kNotFound) {
+        bool ok = false;
+        if (j >= st.lbegin[lane] && j < st.lend[lane]) {
+          const uint32_t key = tl.keys[ec + static_cast<uint32_t>(kk)];
+          const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
+          const uint32_t table = key / static_cast<uint32_t>(n_cases);
+          const uint32_t b = pr.source_boxes[j];
+          const uint32_t r = tl.key_source_slots[at];
+          // n_src ≤ rows first: offsets out of order (a bad tile) must not
+          // send the read of tile_sources past its end.
+          if (table < static_cast<uint32_t>(tab.n_tables) && pr.pair_cases[j] == c &&
+              pr.level_table[pr.box_levels[b]] == table &&
+              n_src <= static_cast<uint32_t>(rows) && r < n_src && tl.tile_sources[o + r] == b) {
+            slot = static_cast<uint16_t>(r);
+            ok = true;
+          }
+        }
+        if (!ok) st.lbad[lane] = 1u;  // same value from any writer
+      }
+    }
+    st.slots[kk * B + mma_slot_index<B>(lane)] = slot;
+  }
+}
+
+// A warp's A fragments of chunk key kk: a[ks] = T(case, 4ks + cq, t), 0
+// past q^d. ORBIT: sw[ks] = the source mode word of 4ks + cq, tw the
+// target's (mode_words).
+template <int D, int LAYOUT, int NQ>
+__device__ __forceinline__ void mma_a_fragments(const hipkern_list1_table &tab,
+                                                const MmaState &st, int kk, int dq2, int t,
+                                                int cq, const uint32_t *sw, uint32_t tw,
+                                                uint32_t lookup_bits, double *a) {
+  constexpr int KS = mma_k_steps(NQ);
+  const double *__restrict__ V = tab.values + st.kvoff[kk];
+  if (LAYOUT == HIPKERN_LIST1_ORBIT) {
+    const OrbitCase oc = st.soc[kk];
+    const uint16_t *cd = st.ocode + kk * dq2;
+    const uint32_t *rk = st.orank + kk * dq2;
+    const int stride = dq2 / D;
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+      a[ks] = (4 * ks + cq < NQ && t < NQ) ? orbit_table_entry<D>(oc, V, cd, rk, stride, sw[ks] + tw)
+                                           : 0.0;
+  } else {
+    const int c = st.kcase[kk];
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      const int s = 4 * ks + cq;
+      a[ks] = (s < NQ && t < NQ)
+                  ? case_matrix_entry<D, LAYOUT>(tab, V, c, s, t, NQ, st.soc + kk, nullptr,
+                                                 st.cand + kk * HIPKERN_LIST1_MAX_TRANSFORMS,
+                                                 st.cinfo + 2 * kk, lookup_bits)
+                  : 0.0;
+    }
+  }
+}
+
+// targets_per_tile = B; blocks of mma_threads(NQ, B): warp w takes row
+// tile m = w mod MT (target points 8m .. 8m + 7) of column group ng = w /
+// MT (boxes 8·NT·ng .. 8·NT·(ng + 1)). `rows` = tiles.max_tile_sources.
+template <int D, int LAYOUT, int NQ, int B>
+__global__ void __launch_bounds__(mma_threads(NQ, B))
+    list1_tiled_mma_sources_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
+                           hipkern_list1_tiles tl, const double *__restrict__ f,
+                           double *__restrict__ out, uint32_t lookup_bits) {
+  constexpr int MT = mma_m_tiles(NQ);
+  constexpr int KS = mma_k_steps(NQ);
+  constexpr int LD = mma_row_stride(NQ);
+  constexpr int NT = mma_n_tiles(B);
+  constexpr int THREADS = mma_threads(NQ, B);
+  constexpr bool kMmaPrefetch = THREADS <= 256 || KS <= 8;
+  const int rows = tl.max_tile_sources;
+  const int dq2 = LAYOUT == HIPKERN_LIST1_ORBIT ? D * tab.q * tab.q : 0;
+  extern __shared__ double smem_d[];
+  const MmaState st = mma_state(reinterpret_cast<unsigned char *>(smem_d), NQ, B, rows, dq2);
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid >> 5;
+  const int m = warp % MT;   // row tile
+  const int ng = warp / MT;  // column group
+  const int lane = tid & 31;
+  const int g = lane >> 2, cq = lane & 3;
+  const int t = m * 8 + g;  // this thread's target point in the A fragments
+  uint32_t sw[KS] = {}, tw = 0;
+  if (LAYOUT == HIPKERN_LIST1_ORBIT) {
+    uint32_t unused = 0;
+    if (t < NQ) mode_words<D>(t, tab.q, unused, tw);
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks) {
+      sw[ks] = 0;
+      if (4 * ks + cq < NQ) mode_words<D>(4 * ks + cq, tab.q, sw[ks], unused);
+    }
+  }
+  // The padding (columns past nq) and the zero row stay zero.
+  for (int x = tid; x < (rows + 1) * LD; x += THREADS) st.G[x] = 0.0;
+  if (tid == 0) st.gdisp[rows] = 0.0;
+  for (int64_t k = blockIdx.x; k < tl.n_tiles; k += gridDim.x) {
+    mma_tile_begin<NQ, B, THREADS>(tab, pr, tl, f, k, rows, st);
+    double acc[NT][2];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = 0.0;
+    const uint32_t e0 = tl.tile_key_offsets[k], e1 = tl.tile_key_offsets[k + 1];
+    for (uint32_t ec = e0; ec < e1; ec += kMmaKeyChunk) {
+      const int nk = e1 - ec < static_cast<uint32_t>(kMmaKeyChunk) ? static_cast<int>(e1 - ec)
+                                                                   : kMmaKeyChunk;
+      if (ec != e0) __syncthreads();  // the previous chunk's slots and tables are read
+      mma_slots<D, LAYOUT, B, THREADS>(tab, pr, tl, k, ec, nk, rows, st);
+      __syncthreads();
+      if constexpr (LAYOUT == HIPKERN_LIST1_ORBIT) {
+        // Every key's per-axis tables, by the block.
+        for (int x = tid; x < nk * dq2; x += THREADS) {
+          const int kk = x / dq2;
+          orbit_axis_tables<D>(st.soc[kk], tab.q, st.ocode + kk * dq2, st.orank + kk * dq2,
+                               dq2 / D, x - kk * dq2, dq2);
+        }
+        __syncthreads();
+      }
+      if (st.flags[0] != 0u) continue;  // a bad tile: NaN below
+      const bool disp = st.flags[1] != 0u;
+      double a[KS];
+      mma_a_fragments<D, LAYOUT, NQ>(tab, st, 0, dq2, t, cq, sw, tw, lookup_bits, a);
+      for (int kk = 0; kk < nk; ++kk) {
+        // The next key's A fragments load while this key's products run
+        // (not at q^d > 32 in blocks over 256 threads: 128 registers a
+        // thread would spill).
+        double an[KS];
+        if (kMmaPrefetch && kk + 1 < nk)
+          mma_a_fragments<D, LAYOUT, NQ>(tab, st, kk + 1, dq2, t, cq, sw, tw, lookup_bits, an);
+        __syncwarp();  // converged after the layout's branches, before mma.sync.aligned
+        const uint16_t *sl = st.slots + kk * B + ng * 8 * NT + g * NT;
+        int roff[NT];
+#pragma unroll
+        for (int n = 0; n < NT; ++n) roff[n] = static_cast<int>(sl[n]) * LD + cq;
+#pragma unroll
+        for (int ks = 0; ks < KS; ++ks) {
+          double b[NT];
+#pragma unroll
+          for (int n = 0; n < NT; ++n) b[n] = st.G[roff[n] + 4 * ks];
+#pragma unroll
+          for (int n = 0; n < NT; ++n) mma_8x8x4(acc[n][0], acc[n][1], a[ks], b[n]);
+        }
+        if (disp) {
+          // The displacement term (2D Laplace) of each accumulator column's
+          // box (0 for a box without a pair: the zero row's).
+          const uint16_t *sk = st.slots + kk * B;
+#pragma unroll
+          for (int n = 0; n < NT; ++n)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const int l = ng * 8 * NT + n * 8 + 2 * cq + h;
+              const double dt = st.gdisp[sk[mma_slot_index<B>(l)]];
+              if (dt != 0.0) acc[n][h] += dt;
+            }
+        }
+        if (kk + 1 < nk) {
+          if (kMmaPrefetch) {
+#pragma unroll
+            for (int ks = 0; ks < KS; ++ks) a[ks] = an[ks];
+          } else {
+            mma_a_fragments<D, LAYOUT, NQ>(tab, st, kk + 1, dq2, t, cq, sw, tw, lookup_bits, a);
+          }
+        }
+      }
+    }
+    __syncthreads();  // every lane's bad flag is final
+    const bool tile_bad = st.flags[0] != 0u;
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int l = ng * 8 * NT + n * 8 + 2 * cq + h;
+        const uint32_t ib = st.ltarget[l];
+        if (ib == kNotFound || t >= NQ) continue;
+        const bool nan = tile_bad || st.lbad[l] != 0u;
+        out[static_cast<size_t>(ib) * NQ + t] =
+            nan ? __longlong_as_double(0x7FF8000000000000ll) : acc[n][h];
       }
   }
 }
@@ -2140,7 +2542,7 @@ int32_t launch_tiled_mma(const hipkern_list1_table &tab, const hipkern_list1_pai
   if (LAYOUT == HIPKERN_LIST1_FALLBACK)
     while ((1u << bits) < tab.lookup_size) ++bits;
   constexpr int MSPLIT = mma_msplit(NQ, WARPS);
-  const size_t shmem = mma_shared(NQ, 32 * WARPS);
+  const size_t shmem = mma_keyed_shared(NQ, 32 * WARPS);
   (void)hipGetLastError();  // a stale error must not be reported as ours
   const int32_t e = allow_shared(
       reinterpret_cast<const void *>(&list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS, MSPLIT>),
@@ -2149,6 +2551,26 @@ int32_t launch_tiled_mma(const hipkern_list1_table &tab, const hipkern_list1_pai
   const int64_t blocks = tl.n_tiles < kMaxBlocks ? tl.n_tiles : kMaxBlocks;
   list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS, MSPLIT>
       <<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * WARPS * MSPLIT), shmem, s>>>(
+          tab, pr, tl, f, out, bits);
+  return static_cast<int32_t>(hipGetLastError());
+}
+
+template <int D, int LAYOUT, int NQ, int B>
+int32_t launch_tiled_mma_sources(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
+                         const hipkern_list1_tiles &tl, const double *f, double *out,
+                         hipStream_t s) {
+  uint32_t bits = 0;
+  if (LAYOUT == HIPKERN_LIST1_FALLBACK)
+    while ((1u << bits) < tab.lookup_size) ++bits;
+  const size_t shmem = mma_sources_shared(NQ, B, tl.max_tile_sources,
+                                  LAYOUT == HIPKERN_LIST1_ORBIT ? D * tab.q * tab.q : 0);
+  (void)hipGetLastError();  // a stale error must not be reported as ours
+  const int32_t e = allow_shared(
+      reinterpret_cast<const void *>(&list1_tiled_mma_sources_kernel<D, LAYOUT, NQ, B>), shmem);
+  if (e != 0) return e;
+  const int64_t blocks = tl.n_tiles < kMaxBlocks ? tl.n_tiles : kMaxBlocks;
+  list1_tiled_mma_sources_kernel<D, LAYOUT, NQ, B>
+      <<<static_cast<unsigned>(blocks), static_cast<unsigned>(mma_threads(NQ, B)), shmem, s>>>(
           tab, pr, tl, f, out, bits);
   return static_cast<int32_t>(hipGetLastError());
 }
@@ -2167,6 +2589,13 @@ int32_t launch_tiled_nq(const hipkern_list1_table &tab, const hipkern_list1_pair
       case 32: return launch_tiled_mma<D, LAYOUT, NQ, 1>(tab, pr, tl, f, out, s);
       case 64: return launch_tiled_mma<D, LAYOUT, NQ, 2>(tab, pr, tl, f, out, s);
       default: return launch_tiled_mma<D, LAYOUT, NQ, 4>(tab, pr, tl, f, out, s);
+    }
+  }
+  if (tl.arithmetic == HIPKERN_LIST1_TILED_TENSOR_SOURCES && mma_available()) {
+    switch (tl.targets_per_tile) {
+      case 32: return launch_tiled_mma_sources<D, LAYOUT, NQ, 32>(tab, pr, tl, f, out, s);
+      case 64: return launch_tiled_mma_sources<D, LAYOUT, NQ, 64>(tab, pr, tl, f, out, s);
+      default: return launch_tiled_mma_sources<D, LAYOUT, NQ, 128>(tab, pr, tl, f, out, s);
     }
   }
 #endif
@@ -2295,16 +2724,24 @@ int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
   if (nq > HIPKERN_LIST1_TILED_MAX_MODES) return HIPKERN_ERROR_INVALID_ARGUMENT;
   const int b = g.targets_per_tile;
   if ((b != 32 && b != 64 && b != 128) || g.n_tiles < 0 || g.n_tiles > INT64_MAX / b ||
-      (g.arithmetic != HIPKERN_LIST1_TILED_AUTO && g.arithmetic != HIPKERN_LIST1_TILED_FMA))
+      (g.arithmetic != HIPKERN_LIST1_TILED_AUTO && g.arithmetic != HIPKERN_LIST1_TILED_FMA &&
+       g.arithmetic != HIPKERN_LIST1_TILED_TENSOR_SOURCES) ||
+      g.max_tile_sources < 0 || g.max_tile_sources > HIPKERN_LIST1_TILED_MAX_SOURCES)
     return HIPKERN_ERROR_INVALID_ARGUMENT;
+  bool sources = false;
   size_t shmem = tiled_shared(static_cast<int>(nq), b);
 #if defined(HIPKERN_L1_NVCC)
-  if (g.arithmetic == HIPKERN_LIST1_TILED_AUTO && mma_available())
-    shmem = mma_shared(static_cast<int>(nq), b);
+  if (g.arithmetic != HIPKERN_LIST1_TILED_FMA && mma_available()) {
+    sources = g.arithmetic == HIPKERN_LIST1_TILED_TENSOR_SOURCES;
+    shmem = sources ? mma_sources_shared(static_cast<int>(nq), b, g.max_tile_sources,
+                                         t.layout == HIPKERN_LIST1_ORBIT ? t.dim * t.q * t.q : 0)
+                    : mma_keyed_shared(static_cast<int>(nq), b);
+  }
 #endif
   if (shmem > static_cast<size_t>(shared_limit())) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (g.n_tiles == 0) return HIPKERN_SUCCESS;
-  if (!g.tile_key_offsets || !g.keys || !g.tile_targets || !g.key_pairs)
+  if (!g.tile_key_offsets || !g.keys || !g.tile_targets || !g.key_pairs ||
+      (sources && (!g.tile_source_offsets || !g.tile_sources || !g.key_source_slots)))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   const int32_t rb = check_buffers(t, p, source_values, out);
   if (rb != HIPKERN_SUCCESS) return rb;

@@ -455,7 +455,7 @@ fn check_tiled(
         ev.set_targets_per_tile(width).unwrap();
         let mut plan = ev.plan(boxes).unwrap();
         assert_eq!(plan.targets_per_tile(), width);
-        assert_eq!(plan.target_tiles(), plan.n_targets().div_ceil(width));
+        assert!(plan.target_tiles() >= plan.n_targets().div_ceil(width));
         assert!(plan.tile_slots() >= plan.n_pairs());
         let out = run_into(ev, stream, &mut plan, fd);
         let (err, _) = compare(&format!("{what} tiled {arith} {width}"), &out, want);
@@ -469,6 +469,25 @@ fn check_tiled(
             plan.n_pairs() as f64 / plan.tile_slots().max(1) as f64
         );
         worst = worst.max(err);
+        if tensor {
+            // The source-staged kernel: the same products in the same
+            // order, so the same bits (or the same FMA fallback).
+            ev.set_tiled_source_staging(true);
+            let staged = run_into(ev, stream, &mut plan, fd);
+            ev.set_tiled_source_staging(false);
+            let differ = out
+                .iter()
+                .zip(&staged)
+                .filter(|(a, b)| a.to_bits() != b.to_bits())
+                .count();
+            assert_eq!(
+                differ,
+                0,
+                "{what} tiled {width}: the source-staged kernel differs from the per-key one in \
+                 {differ} values ({} sources per tile at most)",
+                plan.max_tile_sources()
+            );
+        }
         match &first {
             None => first = Some(out),
             Some(t0) => assert!(
@@ -1123,4 +1142,189 @@ fn gpu_invalid_inputs_leave_the_output_unchanged() {
         ..boxes
     };
     assert!(ev.evaluate(&stream, &empty, &f).unwrap().is_empty());
+}
+
+/// The source-staged tiled kernel's own checks, through the C ABI on the
+/// plan's raw tiles: a slot naming another of its tile's sources makes
+/// that box's outputs NaN and leaves every other box's bits; a
+/// `max_tile_sources` below a tile's sources makes that tile's boxes NaN;
+/// refused arguments write nothing; the per-key kernel (AUTO), which reads
+/// no source slots, takes null ones and gives the same bits.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_tiled_source_staging_checks_its_slots() {
+    use hipkern_sys as sys;
+    let (device, stream) = gpu();
+    if hipkern::runtime::platform() != "nvidia" || device.properties().major < 8 {
+        eprintln!("no FP64 tensor cores here: the staged kernel is the FMA one; skipped");
+        return;
+    }
+    let k = Kernel::laplace(3).unwrap();
+    let q = 2;
+    let nq = 8;
+    let mut rng = SplitMix64::new(0x0057_A6ED);
+    let red = synthetic(&k, q, 1.0, &mut rng);
+    let t = tree(3, 0x5EED, 4);
+    let targets = t.all_boxes();
+    let boxes = t.list1_boxes(&targets);
+    let f = random_values(&mut rng, t.n_boxes() * nq);
+    let fd = device.htod_copy(&f).unwrap();
+    let mut ev = List1Evaluator::from_reduced(
+        &device,
+        &List1ReducedTables::Scaled(&red),
+        List1Layout::Dense,
+    )
+    .unwrap();
+    ev.set_schedule(List1Schedule::TargetTiled).unwrap();
+    let b = 32;
+    ev.set_targets_per_tile(b).unwrap();
+    ev.set_tiled_source_staging(true);
+    let mut plan = ev.plan(&boxes).unwrap();
+    let good = run_into(&ev, &stream, &mut plan, &fd);
+    let dense = red.to_dense().unwrap();
+    let want = evaluate_list1(&boxes, &List1Tables::Scaled(&dense), &f).unwrap();
+    let (err, differ) = compare("staged", &good, &want);
+    assert!(err <= TOL && differ == 0, "{err:.2e} {differ}");
+
+    let table = ev.raw_table();
+    let pairs = plan.raw_pairs();
+    let staged = plan
+        .raw_tiles(sys::HIPKERN_LIST1_TILED_TENSOR_SOURCES)
+        .unwrap();
+    let n_tiles = plan.target_tiles();
+    // SAFETY: the plan's own buffers of these lengths, alive meanwhile.
+    let down32 = |p: *const u32, n: usize| unsafe {
+        hipkern::DeviceBuffer::from_raw_parts(&device, p.cast_mut(), n)
+            .to_vec()
+            .unwrap()
+    };
+    let key_offsets = down32(staged.tile_key_offsets, n_tiles + 1);
+    let tile_targets = down32(staged.tile_targets, n_tiles * b);
+    let src_offsets = down32(staged.tile_source_offsets, n_tiles + 1);
+    let key_pairs = down32(staged.key_pairs, plan.tile_slots());
+    // SAFETY: as above.
+    let slots: Vec<u16> = unsafe {
+        hipkern::DeviceBuffer::from_raw_parts(
+            &device,
+            staged.key_source_slots.cast_mut(),
+            plan.tile_slots(),
+        )
+        .to_vec()
+        .unwrap()
+    };
+    let mut out = device.alloc::<f64>(good.len()).unwrap();
+    let mut call = |tiles: &sys::hipkern_list1_tiles, fill: f64| -> (i32, Vec<f64>) {
+        stream.fill(&mut out.as_slice_mut(), fill).unwrap();
+        // SAFETY: the evaluator's table, the plan's pairs and buffers of
+        // the right sizes on this device; synchronized before reading.
+        let rc = unsafe {
+            sys::hipkern_list1_evaluate_tiled(
+                &table,
+                &pairs,
+                tiles,
+                fd.as_ptr(),
+                out.as_mut_ptr(),
+                stream.as_raw(),
+            )
+        };
+        stream.synchronize().unwrap();
+        (rc, out.to_vec().unwrap())
+    };
+    let same_bits = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+    let (rc, again) = call(&staged, f64::NAN);
+    assert_eq!(rc, 0);
+    assert!(
+        same_bits(&again, &good),
+        "the raw call differs from the safe one"
+    );
+
+    // One slot moved to another source of its tile.
+    let (tile, e, lane) = (0..n_tiles)
+        .filter(|&k| src_offsets[k + 1] - src_offsets[k] >= 2)
+        .find_map(|k| {
+            (key_offsets[k] as usize..key_offsets[k + 1] as usize).find_map(|e| {
+                (0..b)
+                    .find(|&l| key_pairs[e * b + l] != u32::MAX)
+                    .map(|l| (k, e, l))
+            })
+        })
+        .expect("a tile with two sources and a pair");
+    let n_src = (src_offsets[tile + 1] - src_offsets[tile]) as u16;
+    let mut moved = slots.clone();
+    moved[e * b + lane] = (moved[e * b + lane] + 1) % n_src;
+    let moved_d = device.htod_copy(&moved).unwrap();
+    let mut tiles = staged;
+    tiles.key_source_slots = moved_d.as_ptr();
+    let (rc, got) = call(&tiles, 7.25);
+    assert_eq!(rc, 0);
+    let bad_box = tile_targets[tile * b + lane] as usize;
+    for i in 0..good.len() / nq {
+        let row = &got[i * nq..(i + 1) * nq];
+        if i == bad_box {
+            assert!(
+                row.iter().all(|x| x.is_nan()),
+                "box {i}: a moved slot not NaN"
+            );
+        } else {
+            assert!(
+                same_bits(row, &good[i * nq..(i + 1) * nq]),
+                "box {i} changed by another box's slot"
+            );
+        }
+    }
+
+    // A bound below the largest tile's sources: those tiles all NaN.
+    let most = plan.max_tile_sources();
+    assert!(most >= 2);
+    let mut tiles = staged;
+    tiles.max_tile_sources = most as i32 - 1;
+    let (rc, got) = call(&tiles, 7.25);
+    assert_eq!(rc, 0);
+    let mut over = 0;
+    for k in 0..n_tiles {
+        let too_many = (src_offsets[k + 1] - src_offsets[k]) as usize > most - 1;
+        over += usize::from(too_many);
+        for &i in &tile_targets[k * b..(k + 1) * b] {
+            if i == u32::MAX {
+                continue;
+            }
+            let i = i as usize;
+            let row = &got[i * nq..(i + 1) * nq];
+            if too_many {
+                assert!(
+                    row.iter().all(|x| x.is_nan()),
+                    "tile {k} over the bound not NaN"
+                );
+            } else {
+                assert!(
+                    same_bits(row, &good[i * nq..(i + 1) * nq]),
+                    "tile {k} changed"
+                );
+            }
+        }
+    }
+    assert!(over >= 1);
+
+    // Refused before anything is written.
+    let mut tiles = staged;
+    tiles.max_tile_sources = sys::HIPKERN_LIST1_TILED_MAX_SOURCES as i32 + 1;
+    let (rc, got) = call(&tiles, 7.25);
+    assert_eq!(rc, sys::HIPKERN_ERROR_INVALID_ARGUMENT);
+    assert!(got.iter().all(|&x| x == 7.25), "written by a refused call");
+    let mut tiles = staged;
+    tiles.key_source_slots = std::ptr::null();
+    let (rc, got) = call(&tiles, 7.25);
+    assert_eq!(rc, sys::HIPKERN_ERROR_INVALID_ARGUMENT);
+    assert!(got.iter().all(|&x| x == 7.25), "written by a refused call");
+    // The per-key kernel reads no source slots: null ones, the same bits.
+    tiles.arithmetic = sys::HIPKERN_LIST1_TILED_AUTO as i32;
+    tiles.tile_source_offsets = std::ptr::null();
+    tiles.tile_sources = std::ptr::null();
+    tiles.max_tile_sources = 0;
+    let (rc, got) = call(&tiles, f64::NAN);
+    assert_eq!(rc, 0);
+    assert!(
+        same_bits(&got, &good),
+        "the per-key kernel differs from the staged one"
+    );
 }

@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define HIPKERN_ABI_VERSION 2
+#define HIPKERN_ABI_VERSION 3
 
 /* ---- status codes (hipkern's own; runtime codes are positive) ---------- */
 #define HIPKERN_SUCCESS 0
@@ -621,6 +621,23 @@ int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *table,
  * thread's registers). */
 #define HIPKERN_LIST1_TILED_MAX_MODES 64
 
+/** Largest hipkern_list1_tiles.max_tile_sources (source rows of one tile). */
+#define HIPKERN_LIST1_TILED_MAX_SOURCES 4096
+
+/** hipkern_list1_tiles.arithmetic: AUTO takes NVIDIA's FP64 tensor cores
+ * (mma.sync m8n8k4, sm_80 and later) where the device and the build (every
+ * architecture it targets) have them, else FMAs; FMA always takes FMAs;
+ * TENSOR_SOURCES takes the tensor cores as AUTO does, source-staged (each
+ * tile's source boxes loaded once, per key each warp reading its case
+ * matrix fragments straight from the layout: no per-key staging or
+ * barrier), else FMAs. AUTO and TENSOR_SOURCES compute the same products
+ * in the same order: the same bits. */
+typedef enum hipkern_list1_tiled_arithmetic {
+  HIPKERN_LIST1_TILED_AUTO = 0,
+  HIPKERN_LIST1_TILED_FMA = 1,
+  HIPKERN_LIST1_TILED_TENSOR_SOURCES = 2
+} hipkern_list1_tiled_arithmetic;
+
 /**
  * The target-tiled schedule (hipkern_list1_evaluate_tiled), device pointers
  * except the counts. Tile k is targets_per_tile (32, 64 or 128) target
@@ -634,14 +651,19 @@ int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *table,
  * of that lane's box with that key, or 0xFFFFFFFF; every pair of a tile's
  * boxes must appear exactly once (a pair in no slot is not detected: it
  * is left out of its target's sum).
+ * The tile's source boxes: tile_sources[tile_source_offsets[k] ..
+ * tile_source_offsets[k + 1]) (n_tiles + 1 ascending absolute offsets; at
+ * most max_tile_sources per tile, itself within 0 ..
+ * HIPKERN_LIST1_TILED_MAX_SOURCES for every arithmetic), and key_source_slots[e · targets_per_tile + lane] the
+ * position among them of the source box of the pair in key_pairs at the
+ * same place (anything where there is no pair). Only the source-staged
+ * kernel (arithmetic HIPKERN_LIST1_TILED_TENSOR_SOURCES) reads them (the
+ * others may leave them null and max_tile_sources 0): it loads each tile's
+ * sources once and reads a pair's source values through its slot; a slot
+ * that names another box than its pair's source, like a pair outside its
+ * list, makes that box's outputs NaN, and a tile with more sources than
+ * max_tile_sources (or a source box past n_boxes) has every output NaN.
  */
-/** hipkern_list1_tiles.arithmetic: AUTO takes NVIDIA's FP64 tensor cores
- * (mma.sync m8n8k4, sm_80 and later) where the device and the build (every
- * architecture it targets) have them, else FMAs; FMA always takes FMAs. */
-typedef enum hipkern_list1_tiled_arithmetic {
-  HIPKERN_LIST1_TILED_AUTO = 0,
-  HIPKERN_LIST1_TILED_FMA = 1
-} hipkern_list1_tiled_arithmetic;
 
 typedef struct hipkern_list1_tiles {
   int32_t targets_per_tile;
@@ -651,31 +673,37 @@ typedef struct hipkern_list1_tiles {
   const uint32_t *tile_key_offsets;
   const uint32_t *keys;
   const uint32_t *key_pairs;
+  int32_t max_tile_sources;
+  const uint32_t *tile_source_offsets;
+  const uint32_t *tile_sources;
+  const uint16_t *key_source_slots;
 } hipkern_list1_tiles;
 
 /**
  * List 1, target-tiled: the value of hipkern_list1_evaluate to rounding,
- * one kernel on `stream`. One block per tile: per key (ascending) the
- * block builds the case matrix T(case, s, t) once in shared memory (from
- * the layout, as hipkern_list1_evaluate reconstructs it) and each box
- * with a pair j of that key adds
+ * one kernel on `stream`, one block per tile. Each box with a pair j of a
+ * key adds, per key (ascending),
  *   sum over s in order of T(case, s, t) · (scale_j · f[box_j · nq + s])
- * into its outputs u(t), then disp_j (the
- * level's displacement times sum_s f_s · N_s, where nonzero). out[i · nq
- * + t] = u(t) for every box i of a tile; NaN for a box one of whose slots
- * holds a pair outside its list or of another case or table.
+ * into its outputs u(t), then disp_j (the level's displacement times
+ * sum_s f_s · N_s, where nonzero). out[i · nq + t] = u(t) for every box i
+ * of a tile; NaN for a box one of whose slots holds a pair outside its
+ * list or of another case or table (or a source slot of another box).
  * The sums: with FMAs (32 · ceil(q^dim / 9) threads, each holding
  * targets_per_tile / 32 boxes × at most 9 of their outputs in registers;
- * one FMA per source mode in order), or on the FP64 tensor cores
- * (`arithmetic`; one warp per 32 boxes, the products as 8 × 8 × 4 matrix
- * tiles: four source modes per step, in order). Either order (keys
+ * per key the block builds the case matrix and the scaled source rows in
+ * shared memory; one FMA per source mode in order), or on the FP64 tensor
+ * cores (`arithmetic`; one warp per 32 boxes, or source-staged per 8
+ * target points of up to 64 boxes; the products as 8 × 8 × 4 matrix tiles:
+ * four source modes per step, in order). Either order (keys
  * ascending) is not hipkern_list1_evaluate's: results agree with it (and
  * the CPU evaluator) to rounding, not bit for bit; for one arithmetic they
  * are the same bits for every targets_per_tile and every layout holding
  * the same entry values, and from run to run.
  * Requires q^dim <= HIPKERN_LIST1_TILED_MAX_MODES and the kernel's shared
- * memory (about 8 · q^dim · (q^dim + 1 + targets_per_tile) bytes) within the
- * device's limit per block. The entry point checks those, what
+ * memory within the device's limit per block (FMA and AUTO: about 8 ·
+ * q^dim · (q^dim + 1 + targets_per_tile) bytes; TENSOR_SOURCES: about 8 ·
+ * (max_tile_sources + 1) · (q^dim rounded up to 4, then to 4 mod 8) bytes
+ * plus 32 keys' slots and descriptors). The entry point checks those, what
  * hipkern_list1_evaluate checks, and the tiles' pointers, and returns
  * HIPKERN_ERROR_INVALID_ARGUMENT before launching anything.
  */

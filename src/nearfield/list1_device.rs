@@ -87,6 +87,22 @@
 //!   H200) and no faster, or slower, where they do not (the random adaptive
 //!   octrees of the bench in 3D: 15–85 % of the lane slots idle, up to
 //!   1.7× the grouped time for ORBIT), which is why it is not the default.
+//! - The tiled schedule's source-staged tensor-core kernel
+//!   ([`List1Evaluator::set_tiled_source_staging`], opt-in): the per-key
+//!   staging above is most of that kernel's instructions (hardware
+//!   counters: 5 % of them tensor-core ops), and a tile's pairs read few
+//!   distinct source boxes (a uniform region's 4 × 4 × 4 targets read
+//!   6 × 6 × 6 sources, against 64 × 27 rows staged key by key). So the
+//!   plan also lists each tile's distinct sources (a tile is cut early
+//!   where they would pass [`tile_source_bound`]) and each slot's position
+//!   among them; the block loads the sources once per tile, pre-scaled,
+//!   resolves and checks 32 keys' slots at a time, and then every warp
+//!   walks those keys alone, with no barrier: its case-matrix fragments
+//!   read straight from the layout (the next key's while this key's
+//!   products run), its source fragments from the staged rows. Same
+//!   products in the same order as the per-key kernel: the same bits.
+//!   Compiled for sm_90 and checked on the CPU (the tiling); not yet run
+//!   on a GPU, so not yet the default.
 //!
 //! The per-target and grouped schedules compute every `acc_j(t)` as the
 //! same ordered sum and every target's sum in list order, so they give the
@@ -167,6 +183,18 @@ pub fn default_targets_per_tile(n_modes: usize) -> usize {
     } else {
         64
     }
+}
+
+/// The distinct source boxes a tile of `targets_per_tile` boxes may read
+/// (the host cuts a tile early past it): the tensor-core kernel keeps them
+/// in shared memory, one row of `q^d` rounded up to 4, then to 4 mod 8,
+/// doubles each. 4 per box (a uniform region's 4 × 4 × 4 targets read
+/// 6 × 6 × 6 = 216 sources), within 96 KiB of rows, and never below 160 (a
+/// box's own sources, at most one per case: 139 in 3D).
+pub fn tile_source_bound(n_modes: usize, targets_per_tile: usize) -> usize {
+    let k = n_modes.div_ceil(4) * 4;
+    let row = 8 * if k % 8 == 4 { k } else { k + 4 };
+    (4 * targets_per_tile).min((96 << 10) / row).max(160)
 }
 
 /// How the device schedules the work (module docs); both give the same
@@ -829,6 +857,7 @@ pub struct List1Evaluator {
     pair_scratch_bytes: usize,
     targets_per_tile: usize,
     tiled_tensor_cores: bool,
+    tiled_source_staging: bool,
 }
 
 impl std::fmt::Debug for List1Evaluator {
@@ -886,6 +915,10 @@ struct DeviceTiling {
     tile_key_offsets: DeviceBuffer<u32>,
     keys: DeviceBuffer<u32>,
     key_pairs: DeviceBuffer<u32>,
+    max_tile_sources: usize,
+    tile_source_offsets: DeviceBuffer<u32>,
+    tile_sources: DeviceBuffer<u32>,
+    key_source_slots: DeviceBuffer<u16>,
 }
 
 /// The case-grouped schedule's part of a plan: the tiles on the device,
@@ -926,6 +959,45 @@ impl List1DevicePlan {
         self.groups.max_chunk_pairs * self.nq * 8
     }
 
+    /// The pairs as the C ABI's `hipkern_list1_evaluate*` entry points take
+    /// them: device pointers into this plan's buffers, valid while it lives.
+    pub fn raw_pairs(&self) -> sys::hipkern_list1_pairs {
+        sys::hipkern_list1_pairs {
+            n_targets: self.n_targets as i64,
+            n_boxes: self.n_boxes as i64,
+            n_pairs: self.n_pairs as i64,
+            n_levels: self.n_levels as i32,
+            source_starts: self.starts.as_ptr(),
+            source_boxes: self.sources.as_ptr(),
+            pair_cases: self.cases.as_ptr(),
+            box_levels: self.box_levels.as_ptr(),
+            level_scale: self.level_scale.as_ptr(),
+            level_displacement: self.level_displacement.as_ptr(),
+            level_table: self.level_table.as_ptr(),
+        }
+    }
+
+    /// The tiles of the target-tiled schedule as `hipkern_list1_evaluate_tiled`
+    /// takes them, with `arithmetic` (a `HIPKERN_LIST1_TILED_*`): device
+    /// pointers into this plan's buffers, valid while it lives; `None` where
+    /// the schedule does not apply (`q^d >` [`MAX_TILED_MODES`]).
+    pub fn raw_tiles(&self, arithmetic: u32) -> Option<sys::hipkern_list1_tiles> {
+        let tl = self.tiles.as_ref()?;
+        Some(sys::hipkern_list1_tiles {
+            targets_per_tile: tl.targets_per_tile as i32,
+            arithmetic: arithmetic as i32,
+            n_tiles: tl.n_tiles as i64,
+            tile_targets: tl.tile_targets.as_ptr(),
+            tile_key_offsets: tl.tile_key_offsets.as_ptr(),
+            keys: tl.keys.as_ptr(),
+            key_pairs: tl.key_pairs.as_ptr(),
+            max_tile_sources: tl.max_tile_sources as i32,
+            tile_source_offsets: tl.tile_source_offsets.as_ptr(),
+            tile_sources: tl.tile_sources.as_ptr(),
+            key_source_slots: tl.key_source_slots.as_ptr(),
+        })
+    }
+
     /// Tiles of the target-tiled schedule (0 where it does not apply).
     pub fn target_tiles(&self) -> usize {
         self.tiles.as_ref().map_or(0, |t| t.n_tiles)
@@ -936,6 +1008,13 @@ impl List1DevicePlan {
     /// the share of lanes busy per key (1 for a uniform tree's interior).
     pub fn tile_slots(&self) -> usize {
         self.tiles.as_ref().map_or(0, |t| t.slots)
+    }
+
+    /// The most distinct source boxes of one tile of the tiled schedule
+    /// (the tensor-core kernel's shared source rows; 0 where it does not
+    /// apply).
+    pub fn max_tile_sources(&self) -> usize {
+        self.tiles.as_ref().map_or(0, |t| t.max_tile_sources)
     }
 
     /// Target boxes per tile of the tiled schedule (0 where it does not
@@ -1029,6 +1108,7 @@ impl List1Evaluator {
             pair_scratch_bytes: DEFAULT_PAIR_SCRATCH_BYTES,
             targets_per_tile: default_targets_per_tile(payload.meta.nq),
             tiled_tensor_cores: true,
+            tiled_source_staging: false,
         })
     }
 
@@ -1196,6 +1276,22 @@ impl List1Evaluator {
         self.tiled_tensor_cores = allow;
     }
 
+    /// Whether the tiled schedule's tensor-core kernel is the
+    /// source-staged one (default false; module docs).
+    pub fn tiled_source_staging(&self) -> bool {
+        self.tiled_source_staging
+    }
+
+    /// Takes the source-staged tensor-core kernel (`true`) or the per-key
+    /// staged one (`false`, the default) where the tensor cores are taken:
+    /// each tile's source boxes loaded once into shared memory and each
+    /// warp reading its case-matrix fragments straight from the layout, no
+    /// barrier per key. The same products in the same order: the same bits.
+    /// Not yet run on a GPU (see the module docs), so not the default.
+    pub fn set_tiled_source_staging(&mut self, on: bool) {
+        self.tiled_source_staging = on;
+    }
+
     /// Validates `boxes` as the CPU evaluator does (module docs) and
     /// uploads them for this evaluator (synchronously).
     pub fn plan(&self, boxes: &List1Boxes<'_>) -> Result<List1DevicePlan> {
@@ -1219,8 +1315,15 @@ impl List1Evaluator {
             let lvl = usize::from(hp.box_levels[hp.sources[j] as usize]);
             hp.scalings[lvl].table * n_cases + usize::from(hp.cases[j])
         };
-        let tiling = (nq <= MAX_TILED_MODES)
-            .then(|| tile_targets(&hp.starts, |j| key(j) as u32, self.targets_per_tile));
+        let tiling = (nq <= MAX_TILED_MODES).then(|| {
+            tile_targets(
+                &hp.starts,
+                |j| key(j) as u32,
+                |j| hp.sources[j],
+                self.targets_per_tile,
+                tile_source_bound(nq, self.targets_per_tile),
+            )
+        });
         let grouping: PairGrouping = group_pairs(
             &hp.starts,
             self.n_tables * n_cases,
@@ -1239,7 +1342,10 @@ impl List1Evaluator {
                 4 * (t.tile_targets.len()
                     + t.tile_key_offsets.len()
                     + t.keys.len()
-                    + t.key_pairs.len())
+                    + t.key_pairs.len()
+                    + t.tile_source_offsets.len()
+                    + t.tile_sources.len())
+                    + 2 * t.key_source_slots.len()
             });
         Ok(List1DevicePlan {
             evaluator: self.id,
@@ -1276,6 +1382,10 @@ impl List1Evaluator {
                     tile_key_offsets: upload(d, &t.tile_key_offsets)?,
                     keys: upload(d, &t.keys)?,
                     key_pairs: upload(d, &t.key_pairs)?,
+                    max_tile_sources: t.max_tile_sources,
+                    tile_source_offsets: upload(d, &t.tile_source_offsets)?,
+                    tile_sources: upload(d, &t.tile_sources)?,
+                    key_source_slots: upload(d, &t.key_source_slots)?,
                 }),
             },
         })
@@ -1380,8 +1490,11 @@ impl List1Evaluator {
         }
     }
 
-    /// The C ABI's description of the table.
-    fn raw_table(&self) -> sys::hipkern_list1_table {
+    /// The table as the C ABI's `hipkern_list1_evaluate*` entry points take
+    /// it: device pointers into this evaluator's buffers, valid while it
+    /// lives (for a caller that drives the C entry points itself; using
+    /// them is `unsafe` there).
+    pub fn raw_table(&self) -> sys::hipkern_list1_table {
         let null8 = std::ptr::null::<u8>();
         let mut t = sys::hipkern_list1_table {
             layout: self.layout.raw(),
@@ -1468,23 +1581,6 @@ impl List1Evaluator {
         t
     }
 
-    /// The C ABI's description of a plan's pairs.
-    fn raw_pairs(plan: &List1DevicePlan) -> sys::hipkern_list1_pairs {
-        sys::hipkern_list1_pairs {
-            n_targets: plan.n_targets as i64,
-            n_boxes: plan.n_boxes as i64,
-            n_pairs: plan.n_pairs as i64,
-            n_levels: plan.n_levels as i32,
-            source_starts: plan.starts.as_ptr(),
-            source_boxes: plan.sources.as_ptr(),
-            pair_cases: plan.cases.as_ptr(),
-            box_levels: plan.box_levels.as_ptr(),
-            level_scale: plan.level_scale.as_ptr(),
-            level_displacement: plan.level_displacement.as_ptr(),
-            level_table: plan.level_table.as_ptr(),
-        }
-    }
-
     /// # Safety
     /// `f` and `out` point to `n_boxes·q^d` and `n_targets·q^d` float64 on
     /// the evaluator's device, `plan` is this evaluator's.
@@ -1496,7 +1592,7 @@ impl List1Evaluator {
         out: *mut f64,
     ) -> Result<()> {
         let t = self.raw_table();
-        let p = Self::raw_pairs(plan);
+        let p = plan.raw_pairs();
         self.device.bind()?;
         // SAFETY: the caller's contract (see above); the structs live
         // across the call, which copies them into the launch.
@@ -1517,7 +1613,7 @@ impl List1Evaluator {
         out: *mut f64,
     ) -> Result<()> {
         let t = self.raw_table();
-        let p = Self::raw_pairs(plan);
+        let p = plan.raw_pairs();
         let g = &mut plan.groups;
         let scratch = match g.scratch.as_mut() {
             Some(b) => b.as_mut_ptr(),
@@ -1557,27 +1653,21 @@ impl List1Evaluator {
         f: *const f64,
         out: *mut f64,
     ) -> Result<()> {
-        let Some(tl) = plan.tiles.as_ref() else {
+        let arithmetic = if self.tiled_tensor_cores && self.tiled_source_staging {
+            sys::HIPKERN_LIST1_TILED_TENSOR_SOURCES
+        } else if self.tiled_tensor_cores {
+            sys::HIPKERN_LIST1_TILED_AUTO
+        } else {
+            sys::HIPKERN_LIST1_TILED_FMA
+        };
+        let Some(tiles) = plan.raw_tiles(arithmetic) else {
             return bad(format!(
                 "the tiled schedule takes q^d ≤ {MAX_TILED_MODES}; this plan has q^d = {}",
                 plan.nq
             ));
         };
         let t = self.raw_table();
-        let p = Self::raw_pairs(plan);
-        let tiles = sys::hipkern_list1_tiles {
-            targets_per_tile: tl.targets_per_tile as i32,
-            arithmetic: if self.tiled_tensor_cores {
-                sys::HIPKERN_LIST1_TILED_AUTO
-            } else {
-                sys::HIPKERN_LIST1_TILED_FMA
-            } as i32,
-            n_tiles: tl.n_tiles as i64,
-            tile_targets: tl.tile_targets.as_ptr(),
-            tile_key_offsets: tl.tile_key_offsets.as_ptr(),
-            keys: tl.keys.as_ptr(),
-            key_pairs: tl.key_pairs.as_ptr(),
-        };
+        let p = plan.raw_pairs();
         self.device.bind()?;
         // SAFETY: the caller's contract; the structs live across the call,
         // which copies them into the launch.

@@ -11,6 +11,13 @@
 //! the interior boxes of a uniform region all have the same 3^d same-level
 //! keys and stay in tree order) and cut in that order. [`TargetTiling::slots`]
 //! against the pair count measures what is left idle.
+//!
+//! The tensor-core kernel loads each tile's source boxes once (shared
+//! memory rows): so a tile also lists its distinct source boxes, sorted,
+//! and each (key, lane) slot the position of its pair's source among them.
+//! A tile is cut early where one more box would take it past
+//! `max_sources` distinct sources (a box alone may exceed it: its own
+//! sources are at most one per case).
 
 /// The tiles, the keys and the pair slots, as `hipkern_list1_tiles` takes
 /// them.
@@ -26,6 +33,15 @@ pub(crate) struct TargetTiling {
     pub keys: Vec<u32>,
     /// `keys.len() × targets_per_tile` pair ids (`u32::MAX`: none).
     pub key_pairs: Vec<u32>,
+    /// `n_tiles + 1` offsets into `tile_sources`.
+    pub tile_source_offsets: Vec<u32>,
+    /// Each tile's distinct source boxes, ascending.
+    pub tile_sources: Vec<u32>,
+    /// Per slot of `key_pairs`, the position of its pair's source box among
+    /// its tile's sources (`u16::MAX`: no pair).
+    pub key_source_slots: Vec<u16>,
+    /// The most sources of one tile.
+    pub max_tile_sources: usize,
 }
 
 impl TargetTiling {
@@ -43,12 +59,17 @@ impl TargetTiling {
 const NONE: u32 = u32::MAX;
 
 /// Tiles the targets of CSR `starts` (`n_targets + 1` offsets; pair `j` of
-/// key `key(j)`) into tiles of `targets_per_tile` boxes.
+/// key `key(j)`, source box `source(j)`) into tiles of at most
+/// `targets_per_tile` boxes and, but for a box alone, `max_sources`
+/// distinct source boxes (at most `u16::MAX − 1`).
 pub(crate) fn tile_targets(
     starts: &[u32],
     key: impl Fn(usize) -> u32,
+    source: impl Fn(usize) -> u32,
     targets_per_tile: usize,
+    max_sources: usize,
 ) -> TargetTiling {
+    let max_sources = max_sources.clamp(1, usize::from(u16::MAX) - 1);
     let n_targets = starts.len().saturating_sub(1);
     let b = targets_per_tile.max(1);
     // Every target's pairs sorted by key (stable: list order within a key).
@@ -65,18 +86,54 @@ pub(crate) fn tile_targets(
     let mut order: Vec<usize> = (0..n_targets).collect();
     order.sort_by(|&x, &y| keys_of(x).cmp(keys_of(y)).then(x.cmp(&y)));
 
-    let n_tiles = n_targets.div_ceil(b);
+    // Cut the ordered boxes into tiles: at most b boxes, and a box joins
+    // a tile only if the tile's distinct sources stay within max_sources.
+    let mut tiles: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut union: Vec<u32> = Vec::new();
+    let mut mine: Vec<u32> = Vec::new();
+    let mut begin = 0;
+    for (x, &i) in order.iter().enumerate() {
+        mine.clear();
+        mine.extend(
+            sorted[starts[i] as usize..starts[i + 1] as usize]
+                .iter()
+                .map(|&(_, j)| source(j as usize)),
+        );
+        mine.sort_unstable();
+        mine.dedup();
+        let new = mine
+            .iter()
+            .filter(|s| union.binary_search(s).is_err())
+            .count();
+        if x > begin && (x - begin == b || union.len() + new > max_sources) {
+            tiles.push(begin..x);
+            union.clear();
+            begin = x;
+        }
+        union.extend_from_slice(&mine);
+        union.sort_unstable();
+        union.dedup();
+    }
+    if begin < order.len() {
+        tiles.push(begin..order.len());
+    }
+
+    let n_tiles = tiles.len();
     let mut t = TargetTiling {
         targets_per_tile: b,
         tile_targets: vec![NONE; n_tiles * b],
         tile_key_offsets: Vec::with_capacity(n_tiles + 1),
+        tile_source_offsets: Vec::with_capacity(n_tiles + 1),
         ..TargetTiling::default()
     };
     t.tile_key_offsets.push(0);
+    t.tile_source_offsets.push(0);
     // (key, lane, pair) of one tile, sorted by key then lane (then list
     // order): each key's rows are its largest count on one lane.
     let mut entries: Vec<(u32, u32, u32)> = Vec::new();
-    for (tile, boxes) in order.chunks(b).enumerate() {
+    let mut here: Vec<u32> = Vec::new();
+    for (tile, range) in tiles.into_iter().enumerate() {
+        let boxes = &order[range];
         entries.clear();
         for (lane, &i) in boxes.iter().enumerate() {
             t.tile_targets[tile * b + lane] = i as u32;
@@ -84,6 +141,13 @@ pub(crate) fn tile_targets(
                 entries.push((k, lane as u32, j));
             }
         }
+        // This tile's sources: ascending, distinct.
+        here.clear();
+        here.extend(entries.iter().map(|&(_, _, j)| source(j as usize)));
+        here.sort_unstable();
+        here.dedup();
+        t.tile_sources.extend_from_slice(&here);
+        t.max_tile_sources = t.max_tile_sources.max(here.len());
         entries.sort_unstable();
         let mut x = 0;
         while x < entries.len() {
@@ -99,8 +163,14 @@ pub(crate) fn tile_targets(
                     if row == t.keys.len() {
                         t.keys.push(k);
                         t.key_pairs.resize(t.keys.len() * b, NONE);
+                        t.key_source_slots.resize(t.keys.len() * b, u16::MAX);
                     }
-                    t.key_pairs[row * b + lane as usize] = entries[y].2;
+                    let j = entries[y].2;
+                    let at = here
+                        .binary_search(&source(j as usize))
+                        .expect("a pair's source is among its tile's sources");
+                    t.key_pairs[row * b + lane as usize] = j;
+                    t.key_source_slots[row * b + lane as usize] = at as u16;
                     occurrence += 1;
                     y += 1;
                 }
@@ -108,6 +178,7 @@ pub(crate) fn tile_targets(
             x = y;
         }
         t.tile_key_offsets.push(t.keys.len() as u32);
+        t.tile_source_offsets.push(t.tile_sources.len() as u32);
     }
     t
 }
@@ -118,15 +189,31 @@ mod tests {
     use crate::rng::SplitMix64;
 
     /// Every target on exactly one lane; every pair in exactly one slot, on
-    /// its own target's lane, under its own key; keys ascending per tile;
-    /// no empty key row.
-    fn check(starts: &[u32], keys: &[u32], b: usize) -> TargetTiling {
-        let t = tile_targets(starts, |j| keys[j], b);
+    /// its own target's lane, under its own key, with the position of its
+    /// source among its tile's sources; keys ascending per tile; no empty
+    /// key row; a tile's sources distinct, ascending, exactly its pairs',
+    /// within `max_sources` unless the tile is one box.
+    fn check(
+        starts: &[u32],
+        keys: &[u32],
+        sources: &[u32],
+        b: usize,
+        max_sources: usize,
+    ) -> TargetTiling {
+        let t = tile_targets(starts, |j| keys[j], |j| sources[j], b, max_sources);
         let n_targets = starts.len() - 1;
         let n_pairs = keys.len();
-        assert_eq!(t.n_tiles(), n_targets.div_ceil(b));
+        if max_sources >= n_pairs {
+            assert_eq!(t.n_tiles(), n_targets.div_ceil(b));
+        }
         assert_eq!(t.tile_targets.len(), t.n_tiles() * b);
         assert_eq!(t.key_pairs.len(), t.keys.len() * b);
+        assert_eq!(t.key_source_slots.len(), t.keys.len() * b);
+        assert_eq!(t.tile_source_offsets.len(), t.n_tiles() + 1);
+        assert_eq!(
+            *t.tile_source_offsets.last().unwrap() as usize,
+            t.tile_sources.len()
+        );
         let mut target_seen = vec![false; n_targets];
         let mut pair_seen = vec![false; n_pairs];
         for tile in 0..t.n_tiles() {
@@ -135,6 +222,22 @@ mod tests {
                 t.tile_key_offsets[tile + 1] as usize,
             );
             assert!(t.keys[e0..e1].windows(2).all(|w| w[0] <= w[1]));
+            let here = &t.tile_sources
+                [t.tile_source_offsets[tile] as usize..t.tile_source_offsets[tile + 1] as usize];
+            assert!(
+                here.windows(2).all(|w| w[0] < w[1]),
+                "sources not distinct, ascending"
+            );
+            assert!(here.len() <= t.max_tile_sources);
+            let boxes_here = t.tile_targets[tile * b..(tile + 1) * b]
+                .iter()
+                .filter(|&&i| i != NONE)
+                .count();
+            assert!(
+                here.len() <= max_sources || boxes_here == 1,
+                "tile {tile} over the bound"
+            );
+            let mut used = vec![false; here.len()];
             for e in e0..e1 {
                 let row = &t.key_pairs[e * b..(e + 1) * b];
                 assert!(row.iter().any(|&j| j != NONE), "key row {e} empty");
@@ -149,10 +252,17 @@ mod tests {
                         (starts[i as usize] as usize..starts[i as usize + 1] as usize).contains(&j)
                     );
                     assert_eq!(keys[j], t.keys[e]);
+                    let slot = usize::from(t.key_source_slots[e * b + lane]);
+                    assert_eq!(here[slot], sources[j], "pair {j}'s source slot");
+                    used[slot] = true;
                     assert!(!pair_seen[j], "pair {j} twice");
                     pair_seen[j] = true;
                 }
             }
+            assert!(
+                used.iter().all(|&u| u),
+                "a source of tile {tile} no pair reads"
+            );
             for lane in 0..b {
                 let i = t.tile_targets[tile * b + lane];
                 if i != NONE {
@@ -182,7 +292,16 @@ mod tests {
             let keys: Vec<u32> = (0..n_pairs)
                 .map(|_| rng.below(n_keys as usize) as u32)
                 .collect();
-            check(&starts, &keys, [1, 2, 32, 64][round % 4]);
+            let n_boxes = 1 + rng.below(200);
+            let sources: Vec<u32> = (0..n_pairs).map(|_| rng.below(n_boxes) as u32).collect();
+            let max_sources = [usize::MAX, 1, 8, 40][(round / 4) % 4];
+            check(
+                &starts,
+                &keys,
+                &sources,
+                [1, 2, 32, 64][round % 4],
+                max_sources,
+            );
         }
     }
 
@@ -191,21 +310,86 @@ mod tests {
         // Targets 0, 2, 4 have keys {1, 5}; 1 and 3 have {2}; 5 none.
         let starts = [0u32, 2, 3, 5, 6, 8, 8];
         let keys = [5, 1, 2, 1, 5, 2, 1, 5];
-        let t = check(&starts, &keys, 2);
+        let sources = [9, 3, 4, 3, 7, 4, 3, 9];
+        let t = check(&starts, &keys, &sources, 2, usize::MAX);
         // Order: [] (5), then {1, 5} (0, 2, 4), then {2} (1, 3).
         assert_eq!(t.tile_targets, vec![5, 0, 2, 4, 1, 3]);
         assert_eq!(t.tile_key_offsets, vec![0, 2, 4, 5]);
         assert_eq!(t.keys, vec![1, 5, 1, 5, 2]);
         assert_eq!(t.key_pairs, vec![NONE, 1, NONE, 0, 3, 6, 4, 7, 2, 5]);
         assert_eq!(t.slots(), 10);
+        assert_eq!(t.tile_source_offsets, vec![0, 2, 5, 6]);
+        assert_eq!(t.tile_sources, vec![3, 9, 3, 7, 9, 4]);
+        assert_eq!(t.max_tile_sources, 3);
+        let m = u16::MAX;
+        assert_eq!(t.key_source_slots, vec![m, 0, m, 1, 0, 0, 1, 2, 0, 0]);
+    }
+
+    #[test]
+    fn a_tile_is_cut_where_its_sources_would_pass_the_bound() {
+        // Four targets, two pairs each; targets 0 and 1 share their
+        // sources, 2 and 3 read two new ones each.
+        let starts = [0u32, 2, 4, 6, 8];
+        let keys = [0, 1, 0, 1, 0, 1, 0, 1];
+        let sources = [10, 11, 10, 11, 12, 13, 14, 15];
+        let t = check(&starts, &keys, &sources, 4, 4);
+        assert_eq!(t.n_tiles(), 2);
+        assert_eq!(t.tile_targets, vec![0, 1, 2, NONE, 3, NONE, NONE, NONE]);
+        assert_eq!(t.tile_sources, vec![10, 11, 12, 13, 14, 15]);
+        // A box with more sources than the bound gets a tile of its own.
+        let t = check(&starts, &keys, &sources, 4, 1);
+        assert_eq!(t.n_tiles(), 4);
+        assert_eq!(t.max_tile_sources, 2);
     }
 
     #[test]
     fn a_repeated_key_gets_a_second_row() {
         let starts = [0u32, 3, 4];
         let keys = [7, 7, 2, 7];
-        let t = check(&starts, &keys, 2);
+        let t = check(&starts, &keys, &[5, 6, 5, 5], 2, usize::MAX);
         assert_eq!(t.keys, vec![2, 7, 7]);
         assert_eq!(t.key_pairs, vec![2, NONE, 0, 3, 1, NONE]);
+    }
+
+    #[test]
+    fn a_uniform_octree_stages_few_sources() {
+        // 16^3 leaves: a tile of 64 interior boxes in Morton order is close
+        // to a 4 x 4 x 4 block reading 6 x 6 x 6 = 216 sources (not aligned
+        // to the Morton blocks: the boundary boxes have other key lists), so
+        // the staged source rows are a small share of the pairs (the per-key
+        // staging loads one row per pair).
+        let tree = crate::nearfield::BalancedTree::uniform(3, 4, &[0.0; 3], 1.0).unwrap();
+        let targets = tree.all_boxes();
+        let boxes = tree.list1_boxes(&targets);
+        let cases = boxes.pairs().unwrap().cases;
+        let b = 64;
+        let t = tile_targets(
+            boxes.source_starts,
+            |j| u32::from(cases[j]),
+            |j| boxes.source_boxes[j],
+            b,
+            4 * b,
+        );
+        let full = (0..t.n_tiles())
+            .filter(|&k| {
+                t.tile_targets[k * b..(k + 1) * b]
+                    .iter()
+                    .all(|&i| i != NONE)
+            })
+            .count();
+        let at_216 = (0..t.n_tiles())
+            .filter(|&k| t.tile_source_offsets[k + 1] - t.tile_source_offsets[k] <= 216)
+            .count();
+        let pairs = cases.len();
+        eprintln!(
+            "{} tiles ({full} full, {at_216} with at most 216 sources), {} staged source rows \
+             for {pairs} pairs, at most {} per tile",
+            t.n_tiles(),
+            t.tile_sources.len(),
+            t.max_tile_sources
+        );
+        assert!(t.max_tile_sources <= 4 * b);
+        assert!(t.n_tiles() <= tree.n_boxes().div_ceil(b) * 5 / 4);
+        assert!(5 * t.tile_sources.len() < pairs);
     }
 }

@@ -246,8 +246,8 @@ pub use list1::{
     List1Pairs, List1Tables,
 };
 pub use list1_device::{
-    default_targets_per_tile, List1DevicePlan, List1Evaluator, List1Layout, List1Payload,
-    List1ReducedTables, List1Schedule, List1UploadBytes, DEFAULT_PAIR_SCRATCH_BYTES,
+    default_targets_per_tile, tile_source_bound, List1DevicePlan, List1Evaluator, List1Layout,
+    List1Payload, List1ReducedTables, List1Schedule, List1UploadBytes, DEFAULT_PAIR_SCRATCH_BYTES,
     DEFAULT_TARGET_BATCH_SIZE, MAX_GROUPED_MODES, MAX_TARGET_BATCH_SIZE, MAX_TILED_MODES,
     TILE_TARGET_CHOICES,
 };
