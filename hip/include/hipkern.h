@@ -693,7 +693,7 @@ typedef struct hipkern_list1_tiles {
  * per key the block builds the case matrix and the scaled source rows in
  * shared memory; one FMA per source mode in order), or on the FP64 tensor
  * cores (`arithmetic`; one warp per 32 boxes, or source-staged per 8
- * target points of up to 64 boxes; the products as 8 × 8 × 4 matrix tiles:
+ * target points of the whole tile; the products as 8 × 8 × 4 matrix tiles:
  * four source modes per step, in order). Either order (keys
  * ascending) is not hipkern_list1_evaluate's: results agree with it (and
  * the CPU evaluator) to rounding, not bit for bit; for one arithmetic they
