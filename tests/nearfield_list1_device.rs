@@ -1257,20 +1257,21 @@ fn gpu_tiled_source_staging_checks_its_slots() {
     tiles.key_source_slots = moved_d.as_ptr();
     let (rc, got) = call(&tiles, 7.25);
     assert_eq!(rc, 0);
-    let bad_box = tile_targets[tile * b + lane] as usize;
-    for i in 0..good.len() / nq {
+    // Box i's outputs all NaN, or all its good bits.
+    let expect_box = |got: &[f64], i: usize, nan: bool, what: &str| {
         let row = &got[i * nq..(i + 1) * nq];
-        if i == bad_box {
-            assert!(
-                row.iter().all(|x| x.is_nan()),
-                "box {i}: a moved slot not NaN"
-            );
+        if nan {
+            assert!(row.iter().all(|x| x.is_nan()), "{what}: box {i} not NaN");
         } else {
             assert!(
                 same_bits(row, &good[i * nq..(i + 1) * nq]),
-                "box {i} changed by another box's slot"
+                "{what}: box {i} changed"
             );
         }
+    };
+    let bad_box = tile_targets[tile * b + lane] as usize;
+    for i in 0..good.len() / nq {
+        expect_box(&got, i, i == bad_box, "a moved slot");
     }
 
     // A bound below the largest tile's sources: those tiles all NaN.
@@ -1288,19 +1289,12 @@ fn gpu_tiled_source_staging_checks_its_slots() {
             if i == u32::MAX {
                 continue;
             }
-            let i = i as usize;
-            let row = &got[i * nq..(i + 1) * nq];
-            if too_many {
-                assert!(
-                    row.iter().all(|x| x.is_nan()),
-                    "tile {k} over the bound not NaN"
-                );
-            } else {
-                assert!(
-                    same_bits(row, &good[i * nq..(i + 1) * nq]),
-                    "tile {k} changed"
-                );
-            }
+            expect_box(
+                &got,
+                i as usize,
+                too_many,
+                &format!("tile {k} (bound {})", most - 1),
+            );
         }
     }
     assert!(over >= 1);
