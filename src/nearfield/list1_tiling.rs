@@ -87,8 +87,11 @@ pub(crate) fn tile_targets(
     order.sort_by(|&x, &y| keys_of(x).cmp(keys_of(y)).then(x.cmp(&y)));
 
     // Cut the ordered boxes into tiles: at most b boxes, and a box joins
-    // a tile only if the tile's distinct sources stay within max_sources.
+    // a tile only if the tile's distinct sources (`union`, ascending) stay
+    // within max_sources; a closed tile's union is its sources.
     let mut tiles: Vec<std::ops::Range<usize>> = Vec::new();
+    let mut tile_sources: Vec<u32> = Vec::new();
+    let mut tile_source_offsets: Vec<u32> = vec![0];
     let mut union: Vec<u32> = Vec::new();
     let mut mine: Vec<u32> = Vec::new();
     let mut begin = 0;
@@ -107,7 +110,8 @@ pub(crate) fn tile_targets(
             .count();
         if x > begin && (x - begin == b || union.len() + new > max_sources) {
             tiles.push(begin..x);
-            union.clear();
+            tile_sources.append(&mut union);
+            tile_source_offsets.push(tile_sources.len() as u32);
             begin = x;
         }
         union.extend_from_slice(&mine);
@@ -116,6 +120,8 @@ pub(crate) fn tile_targets(
     }
     if begin < order.len() {
         tiles.push(begin..order.len());
+        tile_sources.append(&mut union);
+        tile_source_offsets.push(tile_sources.len() as u32);
     }
 
     let n_tiles = tiles.len();
@@ -123,15 +129,19 @@ pub(crate) fn tile_targets(
         targets_per_tile: b,
         tile_targets: vec![NONE; n_tiles * b],
         tile_key_offsets: Vec::with_capacity(n_tiles + 1),
-        tile_source_offsets: Vec::with_capacity(n_tiles + 1),
+        max_tile_sources: tile_source_offsets
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize)
+            .max()
+            .unwrap_or(0),
+        tile_source_offsets,
+        tile_sources,
         ..TargetTiling::default()
     };
     t.tile_key_offsets.push(0);
-    t.tile_source_offsets.push(0);
     // (key, lane, pair) of one tile, sorted by key then lane (then list
     // order): each key's rows are its largest count on one lane.
     let mut entries: Vec<(u32, u32, u32)> = Vec::new();
-    let mut here: Vec<u32> = Vec::new();
     for (tile, range) in tiles.into_iter().enumerate() {
         let boxes = &order[range];
         entries.clear();
@@ -141,13 +151,8 @@ pub(crate) fn tile_targets(
                 entries.push((k, lane as u32, j));
             }
         }
-        // This tile's sources: ascending, distinct.
-        here.clear();
-        here.extend(entries.iter().map(|&(_, _, j)| source(j as usize)));
-        here.sort_unstable();
-        here.dedup();
-        t.tile_sources.extend_from_slice(&here);
-        t.max_tile_sources = t.max_tile_sources.max(here.len());
+        let here = &t.tile_sources
+            [t.tile_source_offsets[tile] as usize..t.tile_source_offsets[tile + 1] as usize];
         entries.sort_unstable();
         let mut x = 0;
         while x < entries.len() {
@@ -178,7 +183,6 @@ pub(crate) fn tile_targets(
             x = y;
         }
         t.tile_key_offsets.push(t.keys.len() as u32);
-        t.tile_source_offsets.push(t.tile_sources.len() as u32);
     }
     t
 }
