@@ -359,8 +359,10 @@ fn main() {
                 ev.set_tiled_source_staging(batch == 2);
                 ev.set_target_batch_size(batch.max(1)).unwrap();
                 ev.set_schedule(schedule).unwrap();
-                if scratch != ev.pair_scratch_bytes() || (tiled && width != plan.targets_per_tile())
-                {
+                let replan = tiled
+                    && (width != plan.targets_per_tile()
+                        || (batch == 2) != plan.tiled_for_source_staging());
+                if scratch != ev.pair_scratch_bytes() || replan {
                     ev.set_pair_scratch_bytes(scratch).unwrap();
                     ev.set_targets_per_tile(width).unwrap();
                     plan = ev.plan(&boxes).unwrap();

@@ -473,7 +473,16 @@ fn check_tiled(
             // The source-staged kernel: the same products in the same
             // order, so the same bits (or the same FMA fallback).
             ev.set_tiled_source_staging(true);
-            let staged = run_into(ev, stream, &mut plan, fd);
+            // A plan cut for the per-key kernel is refused by name.
+            let mut scratch = ev.device().alloc::<f64>(out.len()).unwrap();
+            let e = ev
+                .evaluate_into(stream, &mut plan, fd, &mut scratch)
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("set_tiled_source_staging"), "{e}");
+            let mut staged_plan = ev.plan(boxes).unwrap();
+            assert!(staged_plan.tiled_for_source_staging());
+            let staged = run_into(ev, stream, &mut staged_plan, fd);
             ev.set_tiled_source_staging(false);
             let differ = out
                 .iter()
@@ -485,7 +494,7 @@ fn check_tiled(
                 0,
                 "{what} tiled {width}: the source-staged kernel differs from the per-key one in \
                  {differ} values ({} sources per tile at most)",
-                plan.max_tile_sources()
+                staged_plan.max_tile_sources()
             );
         }
         match &first {

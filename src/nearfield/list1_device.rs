@@ -93,9 +93,9 @@
 //!   counters: 5 % of them tensor-core ops), and a tile's pairs read few
 //!   distinct source boxes (a uniform region's 4 × 4 × 4 targets read
 //!   6 × 6 × 6 sources, against 64 × 27 rows staged key by key). So the
-//!   plan also lists each tile's distinct sources (a tile is cut early
-//!   where they would pass [`tile_source_bound`]) and each slot's position
-//!   among them; the block loads the sources once per tile, pre-scaled,
+//!   plan also lists each tile's distinct sources (a plan made for this
+//!   kernel cuts a tile early where they would pass [`tile_source_bound`])
+//!   and each slot's position among them; the block loads the sources once per tile, pre-scaled,
 //!   resolves and checks 32 keys' slots at a time, and then every warp
 //!   walks those keys alone, with no barrier: its case-matrix fragments
 //!   read straight from the layout (the next key's while this key's
@@ -915,6 +915,9 @@ struct DeviceTiling {
     tile_key_offsets: DeviceBuffer<u32>,
     keys: DeviceBuffer<u32>,
     key_pairs: DeviceBuffer<u32>,
+    /// Cut at [`tile_source_bound`] for the source-staged kernel (else only
+    /// at the width, as the other tiled kernels want).
+    source_staged: bool,
     max_tile_sources: usize,
     tile_source_offsets: DeviceBuffer<u32>,
     tile_sources: DeviceBuffer<u32>,
@@ -1015,6 +1018,13 @@ impl List1DevicePlan {
     /// apply).
     pub fn max_tile_sources(&self) -> usize {
         self.tiles.as_ref().map_or(0, |t| t.max_tile_sources)
+    }
+
+    /// Whether the tiles were cut for the source-staged kernel (the
+    /// evaluator's [`List1Evaluator::set_tiled_source_staging`] when the
+    /// plan was made; false where the tiled schedule does not apply).
+    pub fn tiled_for_source_staging(&self) -> bool {
+        self.tiles.as_ref().is_some_and(|t| t.source_staged)
     }
 
     /// Target boxes per tile of the tiled schedule (0 where it does not
@@ -1287,6 +1297,8 @@ impl List1Evaluator {
     /// each tile's source boxes loaded once into shared memory and each
     /// warp reading its case-matrix fragments straight from the layout, no
     /// barrier per key. The same products in the same order: the same bits.
+    /// Plans made after this call cut their tiles for it (at
+    /// [`tile_source_bound`]); the kernel refuses a plan made without.
     /// Not yet run on a GPU (see the module docs), so not the default.
     pub fn set_tiled_source_staging(&mut self, on: bool) {
         self.tiled_source_staging = on;
@@ -1315,13 +1327,20 @@ impl List1Evaluator {
             let lvl = usize::from(hp.box_levels[hp.sources[j] as usize]);
             hp.scalings[lvl].table * n_cases + usize::from(hp.cases[j])
         };
+        // Only the source-staged kernel needs its tiles' sources bounded;
+        // the others keep full tiles.
+        let source_bound = if self.tiled_source_staging {
+            tile_source_bound(nq, self.targets_per_tile)
+        } else {
+            usize::MAX
+        };
         let tiling = (nq <= MAX_TILED_MODES).then(|| {
             tile_targets(
                 &hp.starts,
                 |j| key(j) as u32,
                 |j| hp.sources[j],
                 self.targets_per_tile,
-                tile_source_bound(nq, self.targets_per_tile),
+                source_bound,
             )
         });
         let grouping: PairGrouping = group_pairs(
@@ -1382,6 +1401,7 @@ impl List1Evaluator {
                     tile_key_offsets: upload(d, &t.tile_key_offsets)?,
                     keys: upload(d, &t.keys)?,
                     key_pairs: upload(d, &t.key_pairs)?,
+                    source_staged: self.tiled_source_staging,
                     max_tile_sources: t.max_tile_sources,
                     tile_source_offsets: upload(d, &t.tile_source_offsets)?,
                     tile_sources: upload(d, &t.tile_sources)?,
@@ -1666,6 +1686,12 @@ impl List1Evaluator {
                 plan.nq
             ));
         };
+        if arithmetic == sys::HIPKERN_LIST1_TILED_TENSOR_SOURCES && !plan.tiled_for_source_staging()
+        {
+            return bad("the source-staged tiled kernel needs a plan made after \
+                 set_tiled_source_staging(true) (its tiles cut at tile_source_bound)"
+                .to_string());
+        }
         let t = self.raw_table();
         let p = plan.raw_pairs();
         self.device.bind()?;
