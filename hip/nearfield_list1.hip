@@ -1381,20 +1381,72 @@ __device__ __forceinline__ double tiled_orbit_entry(const OrbitCase &oc,
                               st.swd[s] + st.twd[t]);
 }
 
-// Tile k's lanes into shared memory (target, list range; bad cleared).
-// Ends with a barrier.
+// Tile k's lanes into shared memory, by the block: target (kNotFound for
+// none), list range, bad flag cleared. No barrier.
+template <int B, int THREADS>
+__device__ void tile_lanes(const hipkern_list1_pairs &pr, const hipkern_list1_tiles &tl, int64_t k,
+                           uint32_t *ltarget, uint32_t *lbegin, uint32_t *lend, uint32_t *lbad) {
+  for (int lane = static_cast<int>(threadIdx.x); lane < B; lane += THREADS) {
+    const uint32_t i = tl.tile_targets[static_cast<size_t>(k) * B + lane];
+    const bool mine = static_cast<int64_t>(i) < pr.n_targets;
+    ltarget[lane] = mine ? i : kNotFound;
+    lbegin[lane] = mine ? pr.source_starts[i] : 0u;
+    lend[lane] = mine ? pr.source_starts[i + 1] : 0u;
+    lbad[lane] = 0u;
+  }
+}
+
+// The source box of pair j in a lane's slot of key `key` (table · n_cases
+// + case), or kBadPair: j outside the lane's list [begin, end), or of
+// another case or table.
+__device__ __forceinline__ uint32_t tiled_pair_box(const hipkern_list1_table &tab,
+                                                   const hipkern_list1_pairs &pr, uint32_t j,
+                                                   uint32_t begin, uint32_t end, uint32_t key) {
+  if (j < begin || j >= end) return kBadPair;
+  const int c = static_cast<int>(key % static_cast<uint32_t>(tab.n_cases));
+  const uint32_t table = key / static_cast<uint32_t>(tab.n_cases);
+  const uint32_t b = pr.source_boxes[j];
+  return table < static_cast<uint32_t>(tab.n_tables) && pr.pair_cases[j] == c &&
+                 pr.level_table[pr.box_levels[b]] == table
+             ? b
+             : kBadPair;
+}
+
+// Key `key`'s case, the offset of its table's rows in tab.values (a key
+// past the tables, rejected per pair by tiled_pair_box, reads table 0) and
+// its decoded layout descriptors (decode_case_layout), by one thread.
+template <int D, int LAYOUT>
+__device__ void tiled_key_layout(const hipkern_list1_table &tab, uint32_t key, int *kcase,
+                                 uint64_t *voff, OrbitCase *soc, uint8_t *cand, int *cinfo) {
+  const int c = static_cast<int>(key % static_cast<uint32_t>(tab.n_cases));
+  const uint32_t table = key / static_cast<uint32_t>(tab.n_cases);
+  *kcase = c;
+  *voff = static_cast<uint64_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
+          static_cast<uint64_t>(tab.n_rows);
+  decode_case_layout<D, LAYOUT>(tab, c, soc, cand, cinfo);
+}
+
+// The displacement term of source box b: the level's displacement times
+// Σ_s f[b, s]·N_s (in mode order, fused), 0 where the level has none.
+template <int NQ>
+__device__ __forceinline__ double tiled_displacement_term(const hipkern_list1_table &tab,
+                                                          const hipkern_list1_pairs &pr,
+                                                          const double *__restrict__ f,
+                                                          uint32_t b) {
+  const double disp = pr.level_displacement[pr.box_levels[b]];
+  if (disp == 0.0) return 0.0;
+  const double *__restrict__ fs = f + static_cast<size_t>(b) * NQ;
+  double sum = 0.0;
+  for (int s = 0; s < NQ; ++s) sum = hk_fma(fs[s], tab.mode_normalizers[s], sum);
+  return disp * sum;
+}
+
+// Tile k's lanes into shared memory. Ends with a barrier.
 template <int B, int THREADS>
 __device__ void tiled_tile_begin(const hipkern_list1_pairs &pr, const hipkern_list1_tiles &tl,
                                  int64_t k, const TiledState &st) {
   __syncthreads();  // the previous tile's lanes and bad flags are read
-  for (int lane = static_cast<int>(threadIdx.x); lane < B; lane += THREADS) {
-    const uint32_t i = tl.tile_targets[static_cast<size_t>(k) * B + lane];
-    const bool mine = static_cast<int64_t>(i) < pr.n_targets;
-    st.ltarget[lane] = mine ? i : kNotFound;
-    st.lbegin[lane] = mine ? pr.source_starts[i] : 0u;
-    st.lend[lane] = mine ? pr.source_starts[i + 1] : 0u;
-    st.lbad[lane] = 0u;
-  }
+  tile_lanes<B, THREADS>(pr, tl, k, st.ltarget, st.lbegin, st.lend, st.lbad);
   __syncthreads();
 }
 
@@ -1409,21 +1461,12 @@ __device__ void tiled_slots(const hipkern_list1_table &tab, const hipkern_list1_
                             const hipkern_list1_tiles &tl, const double *__restrict__ f,
                             uint32_t ec, int nk, int buf, const TiledState &st) {
   constexpr int N = kTiledKeyChunk * B;
-  const int n_cases = tab.n_cases;
-  const double *__restrict__ norms = tab.mode_normalizers;
   const int tid = static_cast<int>(threadIdx.x);
   if (tid < nk) {
     const int slot = buf * kTiledKeyChunk + tid;
-    const uint32_t key = tl.keys[ec + static_cast<uint32_t>(tid)];
-    const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
-    const uint32_t table = key / static_cast<uint32_t>(n_cases);
-    st.scase[slot] = c;
-    // A key past the tables (rejected per pair below) reads table 0.
-    st.svoff[slot] = static_cast<uint64_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
-                     static_cast<uint64_t>(tab.n_rows);
-    decode_case_layout<D, LAYOUT>(tab, c, st.soc + slot,
-                                  st.cand + slot * HIPKERN_LIST1_MAX_TRANSFORMS,
-                                  st.cinfo + 2 * slot);
+    tiled_key_layout<D, LAYOUT>(tab, tl.keys[ec + static_cast<uint32_t>(tid)], st.scase + slot,
+                                st.svoff + slot, st.soc + slot,
+                                st.cand + slot * HIPKERN_LIST1_MAX_TRANSFORMS, st.cinfo + 2 * slot);
   }
 #pragma unroll
   for (int it = 0; it < (N + THREADS - 1) / THREADS; ++it) {
@@ -1436,27 +1479,13 @@ __device__ void tiled_slots(const hipkern_list1_table &tab, const hipkern_list1_
         const uint32_t e = ec + static_cast<uint32_t>(kk);
         const uint32_t j = tl.key_pairs[static_cast<size_t>(e) * B + lane];
         if (j != kNotFound) {
-          const uint32_t key = tl.keys[e];
-          const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
-          const uint32_t table = key / static_cast<uint32_t>(n_cases);
-          box = kBadPair;
-          if (j >= st.lbegin[lane] && j < st.lend[lane]) {
-            const uint32_t b = pr.source_boxes[j];
-            const int lvl = pr.box_levels[b];
-            if (table < static_cast<uint32_t>(tab.n_tables) && pr.pair_cases[j] == c &&
-                pr.level_table[lvl] == table) {
-              box = b;
-              scale = pr.level_scale[lvl];
-              const double disp = pr.level_displacement[lvl];
-              if (disp != 0.0) {
-                const double *__restrict__ fs = f + static_cast<size_t>(b) * NQ;
-                double sum = 0.0;
-                for (int s = 0; s < NQ; ++s) sum = hk_fma(fs[s], norms[s], sum);
-                dterm = disp * sum;
-              }
-            }
+          box = tiled_pair_box(tab, pr, j, st.lbegin[lane], st.lend[lane], tl.keys[e]);
+          if (box == kBadPair) {
+            st.lbad[lane] = 1u;  // same value from any writer
+          } else {
+            scale = pr.level_scale[pr.box_levels[box]];
+            dterm = tiled_displacement_term<NQ>(tab, pr, f, box);
           }
-          if (box == kBadPair) st.lbad[lane] = 1u;  // same value from any writer
         }
       }
       const int at = (buf * kTiledKeyChunk + kk) * B + lane;
@@ -1980,14 +2009,7 @@ __device__ void mma_tile_begin(const hipkern_list1_table &tab, const hipkern_lis
     st.flags[0] = 0u;
     st.flags[1] = 0u;
   }
-  for (int lane = tid; lane < B; lane += THREADS) {
-    const uint32_t i = tl.tile_targets[static_cast<size_t>(k) * B + lane];
-    const bool mine = static_cast<int64_t>(i) < pr.n_targets;
-    st.ltarget[lane] = mine ? i : kNotFound;
-    st.lbegin[lane] = mine ? pr.source_starts[i] : 0u;
-    st.lend[lane] = mine ? pr.source_starts[i + 1] : 0u;
-    st.lbad[lane] = 0u;
-  }
+  tile_lanes<B, THREADS>(pr, tl, k, st.ltarget, st.lbegin, st.lend, st.lbad);
   __syncthreads();  // flags cleared before anyone sets them
   const uint32_t o = tl.tile_source_offsets[k];
   const uint32_t n = tl.tile_source_offsets[k + 1] - o;
@@ -2007,17 +2029,9 @@ __device__ void mma_tile_begin(const hipkern_list1_table &tab, const hipkern_lis
   }
   for (int r = tid; r < static_cast<int>(n); r += THREADS) {
     const uint32_t b = tl.tile_sources[o + static_cast<uint32_t>(r)];
-    double dterm = 0.0;
-    if (static_cast<int64_t>(b) < pr.n_boxes) {
-      const double disp = pr.level_displacement[pr.box_levels[b]];
-      if (disp != 0.0) {
-        const double *__restrict__ fs = f + static_cast<size_t>(b) * NQ;
-        double sum = 0.0;
-        for (int s = 0; s < NQ; ++s) sum = hk_fma(fs[s], tab.mode_normalizers[s], sum);
-        dterm = disp * sum;
-        st.flags[1] = 1u;
-      }
-    }
+    const double dterm =
+        static_cast<int64_t>(b) < pr.n_boxes ? tiled_displacement_term<NQ>(tab, pr, f, b) : 0.0;
+    if (dterm != 0.0) st.flags[1] = 1u;
     st.gdisp[r] = dterm;
   }
 }
@@ -2033,45 +2047,30 @@ template <int D, int LAYOUT, int B, int THREADS>
 __device__ void mma_slots(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
                           const hipkern_list1_tiles &tl, int64_t k, uint32_t ec, int nk, int rows,
                           const MmaState &st) {
-  const int n_cases = tab.n_cases;
   const int tid = static_cast<int>(threadIdx.x);
-  if (tid < nk) {
-    const uint32_t key = tl.keys[ec + static_cast<uint32_t>(tid)];
-    const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
-    const uint32_t table = key / static_cast<uint32_t>(n_cases);
-    st.kcase[tid] = c;
-    // A key past the tables (rejected per pair below) reads table 0.
-    st.kvoff[tid] = static_cast<uint64_t>(table < static_cast<uint32_t>(tab.n_tables) ? table : 0) *
-                    static_cast<uint64_t>(tab.n_rows);
-    decode_case_layout<D, LAYOUT>(tab, c, st.soc + tid, st.cand + tid * HIPKERN_LIST1_MAX_TRANSFORMS,
-                                  st.cinfo + 2 * tid);
-  }
+  if (tid < nk)
+    tiled_key_layout<D, LAYOUT>(tab, tl.keys[ec + static_cast<uint32_t>(tid)], st.kcase + tid,
+                                st.kvoff + tid, st.soc + tid,
+                                st.cand + tid * HIPKERN_LIST1_MAX_TRANSFORMS, st.cinfo + 2 * tid);
   const uint32_t o = tl.tile_source_offsets[k];
   const uint32_t n_src = tl.tile_source_offsets[k + 1] - o;
   for (int x = tid; x < nk * B; x += THREADS) {
     const int kk = x / B, lane = x - kk * B;
     uint16_t slot = static_cast<uint16_t>(rows);
     if (st.ltarget[lane] != kNotFound) {
-      const size_t at = static_cast<size_t>(ec + static_cast<uint32_t>(kk)) * B + lane;
+      const uint32_t e = ec + static_cast<uint32_t>(kk);
+      const size_t at = static_cast<size_t>(e) * B + lane;
       const uint32_t j = tl.key_pairs[at];
       if (j != kNotFound) {
-        bool ok = false;
-        if (j >= st.lbegin[lane] && j < st.lend[lane]) {
-          const uint32_t key = tl.keys[ec + static_cast<uint32_t>(kk)];
-          const int c = static_cast<int>(key % static_cast<uint32_t>(n_cases));
-          const uint32_t table = key / static_cast<uint32_t>(n_cases);
-          const uint32_t b = pr.source_boxes[j];
-          const uint32_t r = tl.key_source_slots[at];
-          // n_src ≤ rows first: offsets out of order (a bad tile) must not
-          // send the read of tile_sources past its end.
-          if (table < static_cast<uint32_t>(tab.n_tables) && pr.pair_cases[j] == c &&
-              pr.level_table[pr.box_levels[b]] == table &&
-              n_src <= static_cast<uint32_t>(rows) && r < n_src && tl.tile_sources[o + r] == b) {
-            slot = static_cast<uint16_t>(r);
-            ok = true;
-          }
-        }
-        if (!ok) st.lbad[lane] = 1u;  // same value from any writer
+        const uint32_t b = tiled_pair_box(tab, pr, j, st.lbegin[lane], st.lend[lane], tl.keys[e]);
+        const uint32_t r = tl.key_source_slots[at];
+        // n_src ≤ rows first: offsets out of order (a bad tile) must not
+        // send the read of tile_sources past its end.
+        if (b != kBadPair && n_src <= static_cast<uint32_t>(rows) && r < n_src &&
+            tl.tile_sources[o + r] == b)
+          slot = static_cast<uint16_t>(r);
+        else
+          st.lbad[lane] = 1u;  // same value from any writer
       }
     }
     st.slots[kk * B + mma_slot_index<B>(lane)] = slot;
@@ -2247,6 +2246,40 @@ bool mma_available() {
 }
 #endif  // HIPKERN_L1_NVCC
 
+// The kernel hipkern_list1_evaluate_tiled runs for `tl`: the tensor-core
+// kernels where the caller allows them (arithmetic AUTO: per-key staged;
+// TENSOR_SOURCES: source-staged) and the device and build have them, else
+// the FMA kernel. Chosen once per call: the entry point checks its shared
+// memory, launch_tiled launches it.
+enum class TiledKernel { kFma, kMmaKeyed, kMmaSources };
+TiledKernel tiled_kernel(const hipkern_list1_tiles &tl) {
+#if defined(HIPKERN_L1_NVCC)
+  if (tl.arithmetic != HIPKERN_LIST1_TILED_FMA && mma_available())
+    return tl.arithmetic == HIPKERN_LIST1_TILED_TENSOR_SOURCES ? TiledKernel::kMmaSources
+                                                               : TiledKernel::kMmaKeyed;
+#else
+  (void)tl;
+#endif
+  return TiledKernel::kFma;
+}
+
+// Dynamic shared memory of kernel `which` for q^dim = nq, b boxes per
+// tile and `rows` = tiles.max_tile_sources.
+size_t tiled_shared_bytes(TiledKernel which, int dim, int layout, int nq, int b, int q, int rows) {
+#if defined(HIPKERN_L1_NVCC)
+  if (which == TiledKernel::kMmaKeyed) return mma_keyed_shared(nq, b);
+  if (which == TiledKernel::kMmaSources)
+    return mma_sources_shared(nq, b, rows, layout == HIPKERN_LIST1_ORBIT ? dim * q * q : 0);
+#else
+  (void)which;
+  (void)dim;
+  (void)layout;
+  (void)q;
+  (void)rows;
+#endif
+  return tiled_shared(nq, b);
+}
+
 // The largest dynamic shared memory one block may take on this device.
 int shared_limit() {
   int dev = 0, lim = 0;
@@ -2360,6 +2393,14 @@ int32_t launch_resolved_q(const hipkern_list1_table &tab, const hipkern_list1_pa
   }
 }
 
+// log2 of the fallback hash's size (its index is the top bits of a
+// multiplicative hash).
+uint32_t hash_bits(const hipkern_list1_table &tab) {
+  uint32_t bits = 0;
+  while ((1u << bits) < tab.lookup_size) ++bits;
+  return bits;
+}
+
 template <int D, int LAYOUT>
 int32_t launch(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr, const double *f,
                double *out, int nq, int batch, hipStream_t s) {
@@ -2403,7 +2444,7 @@ int32_t launch(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr, co
       vals_shared = 1;
     }
     shmem = (shmem + 7) / 8 * 8;
-    while ((1u << bits) < tab.lookup_size) ++bits;
+    bits = hash_bits(tab);
     const int r32 = (nq + 31) / 32 * 32;
     lanes = batch < r32 ? batch : r32;
     const int tpb = shmem > 64 * 1024 ? 512 : 256;
@@ -2486,9 +2527,7 @@ template <int D, int LAYOUT>
 int32_t launch_grouped(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
                        const hipkern_list1_groups &gr, const double *f, double *out, int nq,
                        hipStream_t s) {
-  uint32_t bits = 0;
-  if (LAYOUT == HIPKERN_LIST1_FALLBACK)
-    while ((1u << bits) < tab.lookup_size) ++bits;
+  const uint32_t bits = LAYOUT == HIPKERN_LIST1_FALLBACK ? hash_bits(tab) : 0;
   (void)hipGetLastError();  // a stale error must not be reported as ours
   // No pairs: no products to write (and no table read).
   if (gr.n_tiles > 0 && gr.pair_end > gr.pair_begin) {
@@ -2516,119 +2555,77 @@ int32_t launch_grouped(const hipkern_list1_table &tab, const hipkern_list1_pairs
   return static_cast<int32_t>(hipGetLastError());
 }
 
-template <int D, int LAYOUT, int NQ, int RT>
-int32_t launch_tiled_rt(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
-                        const hipkern_list1_tiles &tl, const double *f, double *out,
-                        hipStream_t s) {
-  uint32_t bits = 0;
-  if (LAYOUT == HIPKERN_LIST1_FALLBACK)
-    while ((1u << bits) < tab.lookup_size) ++bits;
-  const size_t shmem = tiled_shared(NQ, 32 * RT);
+// One block per tile of a tiled-schedule kernel (grid-stride past
+// kMaxBlocks) with `shmem` bytes of dynamic shared memory.
+template <typename Kernel>
+int32_t launch_tiles(Kernel kernel, size_t shmem, int threads, const hipkern_list1_table &tab,
+                     const hipkern_list1_pairs &pr, const hipkern_list1_tiles &tl, const double *f,
+                     double *out, uint32_t bits, hipStream_t s) {
   (void)hipGetLastError();  // a stale error must not be reported as ours
-  const int32_t e =
-      allow_shared(reinterpret_cast<const void *>(&list1_tiled_kernel<D, LAYOUT, NQ, RT>), shmem);
+  const int32_t e = allow_shared(reinterpret_cast<const void *>(kernel), shmem);
   if (e != 0) return e;
   const int64_t blocks = tl.n_tiles < kMaxBlocks ? tl.n_tiles : kMaxBlocks;
-  list1_tiled_kernel<D, LAYOUT, NQ, RT>
-      <<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * tiled_parts(NQ)), shmem, s>>>(
-          tab, pr, tl, f, out, bits);
+  kernel<<<static_cast<unsigned>(blocks), static_cast<unsigned>(threads), shmem, s>>>(
+      tab, pr, tl, f, out, bits);
   return static_cast<int32_t>(hipGetLastError());
 }
 
-#if defined(HIPKERN_L1_NVCC)
-template <int D, int LAYOUT, int NQ, int WARPS>
-int32_t launch_tiled_mma(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
-                         const hipkern_list1_tiles &tl, const double *f, double *out,
-                         hipStream_t s) {
-  uint32_t bits = 0;
-  if (LAYOUT == HIPKERN_LIST1_FALLBACK)
-    while ((1u << bits) < tab.lookup_size) ++bits;
-  constexpr int MSPLIT = mma_msplit(NQ, WARPS);
-  const size_t shmem = mma_keyed_shared(NQ, 32 * WARPS);
-  (void)hipGetLastError();  // a stale error must not be reported as ours
-  const int32_t e = allow_shared(
-      reinterpret_cast<const void *>(&list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS, MSPLIT>),
-      shmem);
-  if (e != 0) return e;
-  const int64_t blocks = tl.n_tiles < kMaxBlocks ? tl.n_tiles : kMaxBlocks;
-  list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS, MSPLIT>
-      <<<static_cast<unsigned>(blocks), static_cast<unsigned>(32 * WARPS * MSPLIT), shmem, s>>>(
-          tab, pr, tl, f, out, bits);
-  return static_cast<int32_t>(hipGetLastError());
-}
-
+// The kernel `which` (tiled_kernel) at targets_per_tile = B (checked by the
+// entry point: 32, 64 or 128).
 template <int D, int LAYOUT, int NQ, int B>
-int32_t launch_tiled_mma_sources(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
-                         const hipkern_list1_tiles &tl, const double *f, double *out,
-                         hipStream_t s) {
-  uint32_t bits = 0;
-  if (LAYOUT == HIPKERN_LIST1_FALLBACK)
-    while ((1u << bits) < tab.lookup_size) ++bits;
-  const size_t shmem = mma_sources_shared(NQ, B, tl.max_tile_sources,
-                                  LAYOUT == HIPKERN_LIST1_ORBIT ? D * tab.q * tab.q : 0);
-  (void)hipGetLastError();  // a stale error must not be reported as ours
-  const int32_t e = allow_shared(
-      reinterpret_cast<const void *>(&list1_tiled_mma_sources_kernel<D, LAYOUT, NQ, B>), shmem);
-  if (e != 0) return e;
-  const int64_t blocks = tl.n_tiles < kMaxBlocks ? tl.n_tiles : kMaxBlocks;
-  list1_tiled_mma_sources_kernel<D, LAYOUT, NQ, B>
-      <<<static_cast<unsigned>(blocks), static_cast<unsigned>(mma_threads(NQ, B)), shmem, s>>>(
-          tab, pr, tl, f, out, bits);
-  return static_cast<int32_t>(hipGetLastError());
-}
-#endif
-
-// The tensor-core kernel where the caller allows it and the device and
-// build have it, else the FMA kernel;
-// targets_per_tile = 32 · RT (checked by the entry point: 32, 64 or 128).
-template <int D, int LAYOUT, int NQ>
-int32_t launch_tiled_nq(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
-                        const hipkern_list1_tiles &tl, const double *f, double *out,
-                        hipStream_t s) {
+int32_t launch_tiled_b(TiledKernel which, const hipkern_list1_table &tab,
+                       const hipkern_list1_pairs &pr, const hipkern_list1_tiles &tl,
+                       const double *f, double *out, hipStream_t s) {
+  const uint32_t bits = LAYOUT == HIPKERN_LIST1_FALLBACK ? hash_bits(tab) : 0;
+  const size_t shmem = tiled_shared_bytes(which, D, LAYOUT, NQ, B, tab.q, tl.max_tile_sources);
 #if defined(HIPKERN_L1_NVCC)
-  if (tl.arithmetic == HIPKERN_LIST1_TILED_AUTO && mma_available()) {
-    switch (tl.targets_per_tile) {
-      case 32: return launch_tiled_mma<D, LAYOUT, NQ, 1>(tab, pr, tl, f, out, s);
-      case 64: return launch_tiled_mma<D, LAYOUT, NQ, 2>(tab, pr, tl, f, out, s);
-      default: return launch_tiled_mma<D, LAYOUT, NQ, 4>(tab, pr, tl, f, out, s);
-    }
+  if (which == TiledKernel::kMmaKeyed) {
+    constexpr int WARPS = B / 32;
+    constexpr int MSPLIT = mma_msplit(NQ, WARPS);
+    return launch_tiles(&list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS, MSPLIT>, shmem,
+                        32 * WARPS * MSPLIT, tab, pr, tl, f, out, bits, s);
   }
-  if (tl.arithmetic == HIPKERN_LIST1_TILED_TENSOR_SOURCES && mma_available()) {
-    switch (tl.targets_per_tile) {
-      case 32: return launch_tiled_mma_sources<D, LAYOUT, NQ, 32>(tab, pr, tl, f, out, s);
-      case 64: return launch_tiled_mma_sources<D, LAYOUT, NQ, 64>(tab, pr, tl, f, out, s);
-      default: return launch_tiled_mma_sources<D, LAYOUT, NQ, 128>(tab, pr, tl, f, out, s);
-    }
-  }
+  if (which == TiledKernel::kMmaSources)
+    return launch_tiles(&list1_tiled_mma_sources_kernel<D, LAYOUT, NQ, B>, shmem,
+                        mma_threads(NQ, B), tab, pr, tl, f, out, bits, s);
 #endif
+  return launch_tiles(&list1_tiled_kernel<D, LAYOUT, NQ, B / 32>, shmem, 32 * tiled_parts(NQ), tab,
+                      pr, tl, f, out, bits, s);
+}
+
+template <int D, int LAYOUT, int NQ>
+int32_t launch_tiled_nq(TiledKernel which, const hipkern_list1_table &tab,
+                        const hipkern_list1_pairs &pr, const hipkern_list1_tiles &tl,
+                        const double *f, double *out, hipStream_t s) {
   switch (tl.targets_per_tile) {
-    case 32: return launch_tiled_rt<D, LAYOUT, NQ, 1>(tab, pr, tl, f, out, s);
-    case 64: return launch_tiled_rt<D, LAYOUT, NQ, 2>(tab, pr, tl, f, out, s);
-    default: return launch_tiled_rt<D, LAYOUT, NQ, 4>(tab, pr, tl, f, out, s);
+    case 32: return launch_tiled_b<D, LAYOUT, NQ, 32>(which, tab, pr, tl, f, out, s);
+    case 64: return launch_tiled_b<D, LAYOUT, NQ, 64>(which, tab, pr, tl, f, out, s);
+    default: return launch_tiled_b<D, LAYOUT, NQ, 128>(which, tab, pr, tl, f, out, s);
   }
 }
 
 // q^D ≤ 64: 2D q ≤ 8, 3D q ≤ 4 (checked by the entry point).
 template <int D, int LAYOUT>
-int32_t launch_tiled(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
-                     const hipkern_list1_tiles &tl, const double *f, double *out, hipStream_t s) {
+int32_t launch_tiled(TiledKernel which, const hipkern_list1_table &tab,
+                     const hipkern_list1_pairs &pr, const hipkern_list1_tiles &tl, const double *f,
+                     double *out, hipStream_t s) {
   if constexpr (D == 3) {
     switch (tab.q) {
-      case 1: return launch_tiled_nq<D, LAYOUT, 1>(tab, pr, tl, f, out, s);
-      case 2: return launch_tiled_nq<D, LAYOUT, 8>(tab, pr, tl, f, out, s);
-      case 3: return launch_tiled_nq<D, LAYOUT, 27>(tab, pr, tl, f, out, s);
-      default: return launch_tiled_nq<D, LAYOUT, 64>(tab, pr, tl, f, out, s);
+      case 1: return launch_tiled_nq<D, LAYOUT, 1>(which, tab, pr, tl, f, out, s);
+      case 2: return launch_tiled_nq<D, LAYOUT, 8>(which, tab, pr, tl, f, out, s);
+      case 3: return launch_tiled_nq<D, LAYOUT, 27>(which, tab, pr, tl, f, out, s);
+      default: return launch_tiled_nq<D, LAYOUT, 64>(which, tab, pr, tl, f, out, s);
     }
   } else {
     switch (tab.q) {
-      case 1: return launch_tiled_nq<D, LAYOUT, 1>(tab, pr, tl, f, out, s);
-      case 2: return launch_tiled_nq<D, LAYOUT, 4>(tab, pr, tl, f, out, s);
-      case 3: return launch_tiled_nq<D, LAYOUT, 9>(tab, pr, tl, f, out, s);
-      case 4: return launch_tiled_nq<D, LAYOUT, 16>(tab, pr, tl, f, out, s);
-      case 5: return launch_tiled_nq<D, LAYOUT, 25>(tab, pr, tl, f, out, s);
-      case 6: return launch_tiled_nq<D, LAYOUT, 36>(tab, pr, tl, f, out, s);
-      case 7: return launch_tiled_nq<D, LAYOUT, 49>(tab, pr, tl, f, out, s);
-      default: return launch_tiled_nq<D, LAYOUT, 64>(tab, pr, tl, f, out, s);
+      case 1: return launch_tiled_nq<D, LAYOUT, 1>(which, tab, pr, tl, f, out, s);
+      case 2: return launch_tiled_nq<D, LAYOUT, 4>(which, tab, pr, tl, f, out, s);
+      case 3: return launch_tiled_nq<D, LAYOUT, 9>(which, tab, pr, tl, f, out, s);
+      case 4: return launch_tiled_nq<D, LAYOUT, 16>(which, tab, pr, tl, f, out, s);
+      case 5: return launch_tiled_nq<D, LAYOUT, 25>(which, tab, pr, tl, f, out, s);
+      case 6: return launch_tiled_nq<D, LAYOUT, 36>(which, tab, pr, tl, f, out, s);
+      case 7: return launch_tiled_nq<D, LAYOUT, 49>(which, tab, pr, tl, f, out, s);
+      default: return launch_tiled_nq<D, LAYOUT, 64>(which, tab, pr, tl, f, out, s);
     }
   }
 }
@@ -2730,35 +2727,29 @@ int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
        g.arithmetic != HIPKERN_LIST1_TILED_TENSOR_SOURCES) ||
       g.max_tile_sources < 0 || g.max_tile_sources > HIPKERN_LIST1_TILED_MAX_SOURCES)
     return HIPKERN_ERROR_INVALID_ARGUMENT;
-  bool sources = false;
-  size_t shmem = tiled_shared(static_cast<int>(nq), b);
-#if defined(HIPKERN_L1_NVCC)
-  if (g.arithmetic != HIPKERN_LIST1_TILED_FMA && mma_available()) {
-    sources = g.arithmetic == HIPKERN_LIST1_TILED_TENSOR_SOURCES;
-    shmem = sources ? mma_sources_shared(static_cast<int>(nq), b, g.max_tile_sources,
-                                         t.layout == HIPKERN_LIST1_ORBIT ? t.dim * t.q * t.q : 0)
-                    : mma_keyed_shared(static_cast<int>(nq), b);
-  }
-#endif
+  const TiledKernel which = tiled_kernel(g);
+  const size_t shmem =
+      tiled_shared_bytes(which, t.dim, t.layout, static_cast<int>(nq), b, t.q, g.max_tile_sources);
   if (shmem > static_cast<size_t>(shared_limit())) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (g.n_tiles == 0) return HIPKERN_SUCCESS;
   if (!g.tile_key_offsets || !g.keys || !g.tile_targets || !g.key_pairs ||
-      (sources && (!g.tile_source_offsets || !g.tile_sources || !g.key_source_slots)))
+      (which == TiledKernel::kMmaSources &&
+       (!g.tile_source_offsets || !g.tile_sources || !g.key_source_slots)))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   const int32_t rb = check_buffers(t, p, source_values, out);
   if (rb != HIPKERN_SUCCESS) return rb;
   hipStream_t s = static_cast<hipStream_t>(stream);
   if (t.dim == 2) {
     switch (t.layout) {
-      case HIPKERN_LIST1_DENSE: return launch_tiled<2, HIPKERN_LIST1_DENSE>(t, p, g, source_values, out, s);
-      case HIPKERN_LIST1_ORBIT: return launch_tiled<2, HIPKERN_LIST1_ORBIT>(t, p, g, source_values, out, s);
-      default: return launch_tiled<2, HIPKERN_LIST1_FALLBACK>(t, p, g, source_values, out, s);
+      case HIPKERN_LIST1_DENSE: return launch_tiled<2, HIPKERN_LIST1_DENSE>(which, t, p, g, source_values, out, s);
+      case HIPKERN_LIST1_ORBIT: return launch_tiled<2, HIPKERN_LIST1_ORBIT>(which, t, p, g, source_values, out, s);
+      default: return launch_tiled<2, HIPKERN_LIST1_FALLBACK>(which, t, p, g, source_values, out, s);
     }
   }
   switch (t.layout) {
-    case HIPKERN_LIST1_DENSE: return launch_tiled<3, HIPKERN_LIST1_DENSE>(t, p, g, source_values, out, s);
-    case HIPKERN_LIST1_ORBIT: return launch_tiled<3, HIPKERN_LIST1_ORBIT>(t, p, g, source_values, out, s);
-    default: return launch_tiled<3, HIPKERN_LIST1_FALLBACK>(t, p, g, source_values, out, s);
+    case HIPKERN_LIST1_DENSE: return launch_tiled<3, HIPKERN_LIST1_DENSE>(which, t, p, g, source_values, out, s);
+    case HIPKERN_LIST1_ORBIT: return launch_tiled<3, HIPKERN_LIST1_ORBIT>(which, t, p, g, source_values, out, s);
+    default: return launch_tiled<3, HIPKERN_LIST1_FALLBACK>(which, t, p, g, source_values, out, s);
   }
 }
 

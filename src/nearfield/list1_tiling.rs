@@ -12,9 +12,10 @@
 //! keys and stay in tree order) and cut in that order. [`TargetTiling::slots`]
 //! against the pair count measures what is left idle.
 //!
-//! The source-staged tensor-core kernel loads each tile's source boxes once (shared
-//! memory rows): so a tile also lists its distinct source boxes, sorted,
-//! and each (key, lane) slot the position of its pair's source among them.
+//! The source-staged tensor-core kernel loads each tile's source boxes
+//! once (shared memory rows): so a tile also lists its distinct source
+//! boxes, sorted, and each (key, lane) slot the position of its pair's
+//! source among them.
 //! A tile is cut early where one more box would take it past
 //! `max_sources` distinct sources (a box alone may exceed it: its own
 //! sources are at most one per case).
