@@ -1479,13 +1479,31 @@ __device__ void tiled_slots(const hipkern_list1_table &tab, const hipkern_list1_
         const uint32_t e = ec + static_cast<uint32_t>(kk);
         const uint32_t j = tl.key_pairs[static_cast<size_t>(e) * B + lane];
         if (j != kNotFound) {
-          box = tiled_pair_box(tab, pr, j, st.lbegin[lane], st.lend[lane], tl.keys[e]);
-          if (box == kBadPair) {
-            st.lbad[lane] = 1u;  // same value from any writer
-          } else {
-            scale = pr.level_scale[pr.box_levels[box]];
-            dterm = tiled_displacement_term<NQ>(tab, pr, f, box);
+          // tiled_pair_box and tiled_displacement_term written out: through
+          // them nvcc 13.0 allocates these kernels differently (the dense
+          // 64-box tensor kernel 126 registers instead of 80, ORBIT's at 128
+          // boxes 255 instead of 128), unlike the build that was measured.
+          const uint32_t key = tl.keys[e];
+          const int c = static_cast<int>(key % static_cast<uint32_t>(tab.n_cases));
+          const uint32_t table = key / static_cast<uint32_t>(tab.n_cases);
+          box = kBadPair;
+          if (j >= st.lbegin[lane] && j < st.lend[lane]) {
+            const uint32_t b = pr.source_boxes[j];
+            const int lvl = pr.box_levels[b];
+            if (table < static_cast<uint32_t>(tab.n_tables) && pr.pair_cases[j] == c &&
+                pr.level_table[lvl] == table) {
+              box = b;
+              scale = pr.level_scale[lvl];
+              const double disp = pr.level_displacement[lvl];
+              if (disp != 0.0) {
+                const double *__restrict__ fs = f + static_cast<size_t>(b) * NQ;
+                double sum = 0.0;
+                for (int s = 0; s < NQ; ++s) sum = hk_fma(fs[s], tab.mode_normalizers[s], sum);
+                dterm = disp * sum;
+              }
+            }
           }
+          if (box == kBadPair) st.lbad[lane] = 1u;  // same value from any writer
         }
       }
       const int at = (buf * kTiledKeyChunk + kk) * B + lane;
