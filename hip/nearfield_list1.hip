@@ -1396,9 +1396,11 @@ __device__ void tile_lanes(const hipkern_list1_pairs &pr, const hipkern_list1_ti
   }
 }
 
+#if defined(HIPKERN_L1_NVCC)
 // The source box of pair j in a lane's slot of key `key` (table · n_cases
 // + case), or kBadPair: j outside the lane's list [begin, end), or of
-// another case or table.
+// another case or table. (Only the source-staged kernel calls it, and it
+// is built for NVIDIA alone.)
 __device__ __forceinline__ uint32_t tiled_pair_box(const hipkern_list1_table &tab,
                                                    const hipkern_list1_pairs &pr, uint32_t j,
                                                    uint32_t begin, uint32_t end, uint32_t key) {
@@ -1411,6 +1413,7 @@ __device__ __forceinline__ uint32_t tiled_pair_box(const hipkern_list1_table &ta
              ? b
              : kBadPair;
 }
+#endif  // HIPKERN_L1_NVCC
 
 // Key `key`'s case, the offset of its table's rows in tab.values (a key
 // past the tables, rejected per pair by tiled_pair_box, reads table 0) and
@@ -2173,10 +2176,15 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
 #pragma unroll
     for (int n = 0; n < NT; ++n) acc[n][0] = acc[n][1] = 0.0;
     const uint32_t e0 = tl.tile_key_offsets[k], e1 = tl.tile_key_offsets[k + 1];
-    for (uint32_t ec = e0; ec < e1; ec += kMmaKeyChunk) {
-      const int nk = e1 - ec < static_cast<uint32_t>(kMmaKeyChunk) ? static_cast<int>(e1 - ec)
-                                                                   : kMmaKeyChunk;
-      if (ec != e0) __syncthreads();  // the previous chunk's slots and tables are read
+    // Counted from e0 in 64 bits (not ec < e1 in 32): offsets near 2^32
+    // must not wrap the loop into a near-endless one.
+    const uint64_t n_keys = e0 < e1 ? e1 - e0 : 0u;
+    for (uint64_t i = 0; i < n_keys; i += kMmaKeyChunk) {
+      const uint32_t ec = e0 + static_cast<uint32_t>(i);
+      const int nk = n_keys - i < static_cast<uint64_t>(kMmaKeyChunk)
+                         ? static_cast<int>(n_keys - i)
+                         : kMmaKeyChunk;
+      if (i != 0) __syncthreads();  // the previous chunk's slots and tables are read
       mma_slots<D, LAYOUT, B, THREADS>(tab, pr, tl, k, ec, nk, rows, st);
       __syncthreads();
       if constexpr (LAYOUT == HIPKERN_LIST1_ORBIT) {
@@ -2194,8 +2202,9 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
       mma_a_fragments<D, LAYOUT, NQ>(tab, st, 0, dq2, t, cq, sw, tw, lookup_bits, a);
       for (int kk = 0; kk < nk; ++kk) {
         // The next key's A fragments load while this key's products run
-        // (not at q^d > 32 in blocks over 256 threads: 128 registers a
-        // thread would spill).
+        // (always, with one column group a block: no block passes 256
+        // threads; kMmaPrefetch keeps the guard for more groups, where at
+        // q^d > 32 a thread's 128 registers would spill).
         double an[KS];
         if (kMmaPrefetch && kk + 1 < nk)
           mma_a_fragments<D, LAYOUT, NQ>(tab, st, kk + 1, dq2, t, cq, sw, tw, lookup_bits, an);
@@ -2742,8 +2751,15 @@ int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
   const int b = g.targets_per_tile;
   if ((b != 32 && b != 64 && b != 128) || g.n_tiles < 0 || g.n_tiles > INT64_MAX / b ||
       (g.arithmetic != HIPKERN_LIST1_TILED_AUTO && g.arithmetic != HIPKERN_LIST1_TILED_FMA &&
-       g.arithmetic != HIPKERN_LIST1_TILED_TENSOR_SOURCES) ||
-      g.max_tile_sources < 0 || g.max_tile_sources > HIPKERN_LIST1_TILED_MAX_SOURCES)
+       g.arithmetic != HIPKERN_LIST1_TILED_TENSOR_SOURCES))
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  // The source fields belong to the source-staged arithmetic alone: the
+  // others ignore them (their plans are not cut at a source bound, so a
+  // tile may have more than HIPKERN_LIST1_TILED_MAX_SOURCES sources).
+  // Checked by arithmetic, not by the kernel a device runs, so a call is
+  // refused or taken alike everywhere.
+  const bool staged = g.arithmetic == HIPKERN_LIST1_TILED_TENSOR_SOURCES;
+  if (staged && (g.max_tile_sources < 0 || g.max_tile_sources > HIPKERN_LIST1_TILED_MAX_SOURCES))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   const TiledKernel which = tiled_kernel(g);
   const size_t shmem =
@@ -2751,8 +2767,7 @@ int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
   if (shmem > static_cast<size_t>(shared_limit())) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (g.n_tiles == 0) return HIPKERN_SUCCESS;
   if (!g.tile_key_offsets || !g.keys || !g.tile_targets || !g.key_pairs ||
-      (which == TiledKernel::kMmaSources &&
-       (!g.tile_source_offsets || !g.tile_sources || !g.key_source_slots)))
+      (staged && (!g.tile_source_offsets || !g.tile_sources || !g.key_source_slots)))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   const int32_t rb = check_buffers(t, p, source_values, out);
   if (rb != HIPKERN_SUCCESS) return rb;

@@ -1330,4 +1330,10 @@ fn gpu_tiled_source_staging_checks_its_slots() {
         same_bits(&got, &good),
         "the per-key kernel differs from the staged one"
     );
+    // Nor does it check the bound (its plans are not cut at one: a tile
+    // may have more sources than the staged kernel's limit).
+    tiles.max_tile_sources = sys::HIPKERN_LIST1_TILED_MAX_SOURCES as i32 + 1;
+    let (rc, got) = call(&tiles, f64::NAN);
+    assert_eq!(rc, 0, "the per-key kernel refused a bound it does not read");
+    assert!(same_bits(&got, &good));
 }

@@ -654,15 +654,17 @@ typedef enum hipkern_list1_tiled_arithmetic {
  * The tile's source boxes: tile_sources[tile_source_offsets[k] ..
  * tile_source_offsets[k + 1]) (n_tiles + 1 ascending absolute offsets; at
  * most max_tile_sources per tile, itself within 0 ..
- * HIPKERN_LIST1_TILED_MAX_SOURCES for every arithmetic), and key_source_slots[e · targets_per_tile + lane] the
- * position among them of the source box of the pair in key_pairs at the
- * same place (anything where there is no pair). Only the source-staged
- * kernel (arithmetic HIPKERN_LIST1_TILED_TENSOR_SOURCES) reads them (the
- * others may leave them null and max_tile_sources 0): it loads each tile's
- * sources once and reads a pair's source values through its slot; a slot
- * that names another box than its pair's source, like a pair outside its
- * list, makes that box's outputs NaN, and a tile with more sources than
- * max_tile_sources (or a source box past n_boxes) has every output NaN.
+ * HIPKERN_LIST1_TILED_MAX_SOURCES), and
+ * key_source_slots[e · targets_per_tile + lane] the position among them of
+ * the source box of the pair in key_pairs at the same place (anything
+ * where there is no pair). Only arithmetic
+ * HIPKERN_LIST1_TILED_TENSOR_SOURCES checks and reads these four fields
+ * (the others ignore them: null, any max_tile_sources): its kernel loads
+ * each tile's sources once and reads a pair's source values through its
+ * slot; a slot that names another box than its pair's source, like a pair
+ * outside its list, makes that box's outputs NaN, and a tile with more
+ * sources than max_tile_sources (or a source box past n_boxes) has every
+ * output NaN.
  */
 
 typedef struct hipkern_list1_tiles {
