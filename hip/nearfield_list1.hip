@@ -2144,7 +2144,10 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
   constexpr int LD = mma_row_stride(NQ);
   constexpr int NT = mma_n_tiles(B);
   constexpr int THREADS = mma_threads(NQ, B);
-  constexpr bool kMmaPrefetch = THREADS <= 256 || KS <= 8;
+  // The next key's A fragments are prefetched into registers; with more
+  // than 256 threads a block (more column groups) a thread at q^d > 32
+  // would get under 128 registers and spill.
+  static_assert(THREADS <= 256 || KS <= 8, "the A prefetch would spill");
   const int rows = tl.max_tile_sources;
   const int dq2 = LAYOUT == HIPKERN_LIST1_ORBIT ? D * tab.q * tab.q : 0;
   extern __shared__ double smem_d[];
@@ -2201,12 +2204,9 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
       double a[KS];
       mma_a_fragments<D, LAYOUT, NQ>(tab, st, 0, dq2, t, cq, sw, tw, lookup_bits, a);
       for (int kk = 0; kk < nk; ++kk) {
-        // The next key's A fragments load while this key's products run
-        // (always, with one column group a block: no block passes 256
-        // threads; kMmaPrefetch keeps the guard for more groups, where at
-        // q^d > 32 a thread's 128 registers would spill).
+        // The next key's A fragments load while this key's products run.
         double an[KS];
-        if (kMmaPrefetch && kk + 1 < nk)
+        if (kk + 1 < nk)
           mma_a_fragments<D, LAYOUT, NQ>(tab, st, kk + 1, dq2, t, cq, sw, tw, lookup_bits, an);
         __syncwarp();  // converged after the layout's branches, before mma.sync.aligned
         const uint16_t *sl = st.slots + kk * B + ng * 8 * NT + g * NT;
@@ -2235,12 +2235,8 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
             }
         }
         if (kk + 1 < nk) {
-          if (kMmaPrefetch) {
 #pragma unroll
-            for (int ks = 0; ks < KS; ++ks) a[ks] = an[ks];
-          } else {
-            mma_a_fragments<D, LAYOUT, NQ>(tab, st, kk + 1, dq2, t, cq, sw, tw, lookup_bits, a);
-          }
+          for (int ks = 0; ks < KS; ++ks) a[ks] = an[ks];
         }
       }
     }
