@@ -1192,8 +1192,10 @@ fn gpu_tiled_source_staging_checks_its_slots() {
     let good = run_into(&ev, &stream, &mut plan, &fd);
     let dense = red.to_dense().unwrap();
     let want = evaluate_list1(&boxes, &List1Tables::Scaled(&dense), &f).unwrap();
-    let (err, differ) = compare("staged", &good, &want);
-    assert!(err <= TOL && differ == 0, "{err:.2e} {differ}");
+    // Against the CPU sum to rounding (the tensor cores add in another
+    // order); the checks below are bitwise against this run.
+    let (err, _) = compare("staged", &good, &want);
+    assert!(err <= TOL, "{err:.2e}");
 
     let table = ev.raw_table();
     let pairs = plan.raw_pairs();
