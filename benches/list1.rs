@@ -291,6 +291,27 @@ fn main() {
                 128,
             ),
             (
+                "d64",
+                List1Schedule::TargetTiled,
+                3,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                64,
+            ),
+            (
+                "d32",
+                List1Schedule::TargetTiled,
+                3,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                32,
+            ),
+            (
+                "d128",
+                List1Schedule::TargetTiled,
+                3,
+                DEFAULT_PAIR_SCRATCH_BYTES,
+                128,
+            ),
+            (
                 "f64",
                 List1Schedule::TargetTiled,
                 0,
@@ -341,6 +362,10 @@ fn main() {
             let prep_s = t0.elapsed().as_secs_f64();
             assert_eq!(ev.fallback_resolved(), resolved, "{} {name}", cfg.name);
             let mut plan = ev.plan(&boxes).unwrap();
+            // The tiled kind the plan was made for: 1 per-key (FMA or
+            // tensor cores), 2 source-staged, 3 source-staged without key
+            // matrices.
+            let mut plan_kind = 1;
             let up = ev.upload_bytes();
             let n_out = plan.n_targets() * nq;
             let mut out = device.alloc::<f64>(n_out).unwrap();
@@ -353,19 +378,22 @@ fn main() {
                 (up.total() + plan.upload_bytes() + 8 * cfg.tree.n_boxes() * nq + 8 * n_out) as f64;
             for (bi, &(sched, schedule, batch, scratch, width)) in schedules.iter().enumerate() {
                 // batch 0 marks the tiled schedule with FMAs only, 2 its
-                // source-staged tensor-core kernel (the same bits as 1's).
+                // source-staged tensor-core kernel with key matrices (ORBIT
+                // and fallback), 3 the same decoding the layout per tile
+                // (all the same bits as 1's).
                 let tiled = schedule == List1Schedule::TargetTiled;
+                let kind = if batch >= 2 { batch } else { 1 };
                 ev.set_tiled_tensor_cores(batch != 0);
-                ev.set_tiled_source_staging(batch == 2);
+                ev.set_tiled_source_staging(batch >= 2);
+                ev.set_tiled_key_matrices(batch == 2);
                 ev.set_target_batch_size(batch.max(1)).unwrap();
                 ev.set_schedule(schedule).unwrap();
-                let replan = tiled
-                    && (width != plan.targets_per_tile()
-                        || (batch == 2) != plan.tiled_for_source_staging());
+                let replan = tiled && (width != plan.targets_per_tile() || kind != plan_kind);
                 if scratch != ev.pair_scratch_bytes() || replan {
                     ev.set_pair_scratch_bytes(scratch).unwrap();
                     ev.set_targets_per_tile(width).unwrap();
                     plan = ev.plan(&boxes).unwrap();
+                    plan_kind = kind;
                 }
                 stream.fill(&mut out.as_slice_mut(), f64::NAN).unwrap();
                 let (ms, lo, hi, reps) = time_ms(&stream, || {
@@ -412,11 +440,14 @@ fn main() {
                 if tiled {
                     eprintln!(
                         "{} {name} {sched}: {reference_err:.2e} from dense batch 1 (max-norm \
-                         relative), lanes busy {:.3}, {} tiles, at most {} sources per tile",
+                         relative), lanes busy {:.3}, {} tiles, at most {} sources per tile, \
+                         {} key matrices ({} B)",
                         cfg.name,
                         plan.n_pairs() as f64 / plan.tile_slots().max(1) as f64,
                         plan.target_tiles(),
-                        plan.max_tile_sources()
+                        plan.max_tile_sources(),
+                        plan.key_matrices(),
+                        plan.key_matrix_bytes()
                     );
                 }
                 if layout == List1Layout::Dense {
@@ -470,7 +501,8 @@ fn main() {
          layout's in the same schedule (b1/b32: per-target, batch 1/32; grp: case-grouped, one \
          chunk per 256 MiB of pair products; grp32M: 32 MiB chunks; t64/t32/t128: target-tiled, \
          64/32/128 boxes per tile on the FP64 tensor cores where the device has them, s64/s32/s128 \
-         the same source-staged, f64/f32/f128 the same with FMAs; keys in order: bitwise equal across layouts and widths, to rounding \
+         the same source-staged (ORBIT and fallback reading their keys' case matrices, expanded \
+         once per plan), d64/d32/d128 source-staged decoding the layout per tile, f64/f32/f128 the same with FMAs; keys in order: bitwise equal across layouts and widths, to rounding \
          against b1)",
         bw / 1e12
     );

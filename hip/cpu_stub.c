@@ -151,3 +151,8 @@ int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *t, const hipkern
                                      void *s) {
   (void)t; (void)p; (void)g; (void)f; (void)out; (void)s; NT;
 }
+
+int32_t hipkern_list1_expand_keys(const hipkern_list1_table *t, const uint32_t *keys,
+                                  int64_t n, double *out, void *s) {
+  (void)t; (void)keys; (void)n; (void)out; (void)s; NT;
+}

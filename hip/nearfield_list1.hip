@@ -2062,17 +2062,37 @@ __device__ void mma_tile_begin(const hipkern_list1_table &tab, const hipkern_lis
 // per (key, lane) the source row of the lane's pair of that key (the zero
 // row `rows` for none), checked: the pair in the lane's list, of the key's
 // case and table, its source box the tile's source at that row — else the
-// lane is bad (NaN) and the slot takes the zero row. Ends without a
+// lane is bad (NaN) and the slot takes the zero row. With key matrices
+// (DENSE's kernel runs them for every layout) a key's offset is its
+// matrix's, case 0; a key without one makes the tile bad. Ends without a
 // barrier.
-template <int D, int LAYOUT, int B, int THREADS>
+template <int D, int LAYOUT, int NQ, int B, int THREADS>
 __device__ void mma_slots(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
                           const hipkern_list1_tiles &tl, int64_t k, uint32_t ec, int nk, int rows,
                           const MmaState &st) {
   const int tid = static_cast<int>(threadIdx.x);
-  if (tid < nk)
-    tiled_key_layout<D, LAYOUT>(tab, tl.keys[ec + static_cast<uint32_t>(tid)], st.kcase + tid,
-                                st.kvoff + tid, st.soc + tid,
-                                st.cand + tid * HIPKERN_LIST1_MAX_TRANSFORMS, st.cinfo + 2 * tid);
+  if (tid < nk) {
+    const uint32_t key = tl.keys[ec + static_cast<uint32_t>(tid)];
+    if (LAYOUT == HIPKERN_LIST1_DENSE && tl.key_matrices != nullptr) {
+      // A key past the tables reads matrix 0: its pairs are refused one by
+      // one (tiled_pair_box), as without key matrices.
+      uint32_t x = 0;
+      if (static_cast<uint64_t>(key) <
+          static_cast<uint64_t>(tab.n_tables) * static_cast<uint64_t>(tab.n_cases)) {
+        x = tl.key_matrix_index[key];
+        if (static_cast<int64_t>(x) >= tl.n_key_matrices) {
+          st.flags[0] = 1u;  // same value from any writer
+          x = 0;
+        }
+      }
+      st.kcase[tid] = 0;
+      st.kvoff[tid] = static_cast<uint64_t>(x) * static_cast<uint64_t>(NQ * NQ);
+    } else {
+      tiled_key_layout<D, LAYOUT>(tab, key, st.kcase + tid, st.kvoff + tid, st.soc + tid,
+                                  st.cand + tid * HIPKERN_LIST1_MAX_TRANSFORMS,
+                                  st.cinfo + 2 * tid);
+    }
+  }
   const uint32_t o = tl.tile_source_offsets[k];
   const uint32_t n_src = tl.tile_source_offsets[k + 1] - o;
   for (int x = tid; x < nk * B; x += THREADS) {
@@ -2099,15 +2119,16 @@ __device__ void mma_slots(const hipkern_list1_table &tab, const hipkern_list1_pa
 }
 
 // A warp's A fragments of chunk key kk: a[ks] = T(case, 4ks + cq, t), 0
-// past q^d. ORBIT: sw[ks] = the source mode word of 4ks + cq, tw the
+// past q^d, from `values` (the table's rows, or the key matrices). ORBIT: sw[ks] = the source mode word of 4ks + cq, tw the
 // target's (mode_words).
 template <int D, int LAYOUT, int NQ>
 __device__ __forceinline__ void mma_a_fragments(const hipkern_list1_table &tab,
+                                                const double *__restrict__ values,
                                                 const MmaState &st, int kk, int dq2, int t,
                                                 int cq, const uint32_t *sw, uint32_t tw,
                                                 uint32_t lookup_bits, double *a) {
   constexpr int KS = mma_k_steps(NQ);
-  const double *__restrict__ V = tab.values + st.kvoff[kk];
+  const double *__restrict__ V = values + st.kvoff[kk];
   if (LAYOUT == HIPKERN_LIST1_ORBIT) {
     const OrbitCase oc = st.soc[kk];
     const uint16_t *cd = st.ocode + kk * dq2;
@@ -2150,6 +2171,9 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
   static_assert(THREADS <= 256 || KS <= 8, "the A prefetch would spill");
   const int rows = tl.max_tile_sources;
   const int dq2 = LAYOUT == HIPKERN_LIST1_ORBIT ? D * tab.q * tab.q : 0;
+  // Key matrices (any table's layout) run in DENSE's instance.
+  const double *__restrict__ values =
+      LAYOUT == HIPKERN_LIST1_DENSE && tl.key_matrices != nullptr ? tl.key_matrices : tab.values;
   extern __shared__ double smem_d[];
   const MmaState st = mma_state(reinterpret_cast<unsigned char *>(smem_d), NQ, B, rows, dq2);
 
@@ -2188,7 +2212,7 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
                          ? static_cast<int>(n_keys - i)
                          : kMmaKeyChunk;
       if (i != 0) __syncthreads();  // the previous chunk's slots and tables are read
-      mma_slots<D, LAYOUT, B, THREADS>(tab, pr, tl, k, ec, nk, rows, st);
+      mma_slots<D, LAYOUT, NQ, B, THREADS>(tab, pr, tl, k, ec, nk, rows, st);
       __syncthreads();
       if constexpr (LAYOUT == HIPKERN_LIST1_ORBIT) {
         // Every key's per-axis tables, by the block.
@@ -2202,12 +2226,13 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
       if (st.flags[0] != 0u) continue;  // a bad tile: NaN below
       const bool disp = st.flags[1] != 0u;
       double a[KS];
-      mma_a_fragments<D, LAYOUT, NQ>(tab, st, 0, dq2, t, cq, sw, tw, lookup_bits, a);
+      mma_a_fragments<D, LAYOUT, NQ>(tab, values, st, 0, dq2, t, cq, sw, tw, lookup_bits, a);
       for (int kk = 0; kk < nk; ++kk) {
         // The next key's A fragments load while this key's products run.
         double an[KS];
         if (kk + 1 < nk)
-          mma_a_fragments<D, LAYOUT, NQ>(tab, st, kk + 1, dq2, t, cq, sw, tw, lookup_bits, an);
+          mma_a_fragments<D, LAYOUT, NQ>(tab, values, st, kk + 1, dq2, t, cq, sw, tw, lookup_bits,
+                                         an);
         __syncwarp();  // converged after the layout's branches, before mma.sync.aligned
         const uint16_t *sl = st.slots + kk * B + ng * 8 * NT + g * NT;
         int roff[NT];
@@ -2268,6 +2293,41 @@ bool mma_available() {
   return major >= 8;
 }
 #endif  // HIPKERN_L1_NVCC
+
+// hipkern_list1_expand_keys: block per key (grid-stride), the layout
+// decoded once by thread 0, then every entry of the key's case matrix, row
+// s (source mode) by column t (target mode), as case_matrix_entry gives it.
+template <int D, int LAYOUT>
+__global__ void __launch_bounds__(256)
+    list1_expand_keys_kernel(hipkern_list1_table tab, const uint32_t *__restrict__ keys,
+                             int64_t n_keys, double *__restrict__ out, int nq,
+                             uint32_t lookup_bits) {
+  __shared__ OrbitCase soc;
+  __shared__ uint8_t cand[HIPKERN_LIST1_MAX_TRANSFORMS];
+  __shared__ int cinfo[2];
+  __shared__ uint8_t dig[3 * HIPKERN_LIST1_TILED_MAX_MODES];
+  const int tid = static_cast<int>(threadIdx.x);
+  if (LAYOUT == HIPKERN_LIST1_ORBIT) fill_digits<D>(tab.q, nq, dig);
+  const size_t nq2 = static_cast<size_t>(nq) * static_cast<size_t>(nq);
+  for (int64_t i = blockIdx.x; i < n_keys; i += gridDim.x) {
+    const uint32_t key = keys[i];
+    const int c = static_cast<int>(key % static_cast<uint32_t>(tab.n_cases));
+    const uint32_t table = key / static_cast<uint32_t>(tab.n_cases);
+    const bool ok = table < static_cast<uint32_t>(tab.n_tables);
+    __syncthreads();  // the digits written; the previous key's layout read
+    if (tid == 0 && ok) decode_case_layout<D, LAYOUT>(tab, c, &soc, cand, cinfo);
+    __syncthreads();
+    const double *__restrict__ V =
+        tab.values + static_cast<size_t>(ok ? table : 0) * static_cast<size_t>(tab.n_rows);
+    double *__restrict__ o = out + static_cast<size_t>(i) * nq2;
+    for (int x = tid; x < static_cast<int>(nq2); x += static_cast<int>(blockDim.x)) {
+      const int sm = x / nq, tt = x - sm * nq;
+      o[x] = ok ? case_matrix_entry<D, LAYOUT>(tab, V, c, sm, tt, nq, &soc, dig, cand, cinfo,
+                                               lookup_bits)
+                : __longlong_as_double(0x7FF8000000000000ll);
+    }
+  }
+}
 
 // The kernel hipkern_list1_evaluate_tiled runs for `tl`: the tensor-core
 // kernels where the caller allows them (arithmetic AUTO: per-key staged;
@@ -2487,15 +2547,10 @@ int32_t launch(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr, co
 
 bool pow2(uint32_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
-// The checks of the table and pair counts shared by both entry points;
-// *nq_out = q^dim.
-int32_t check_table_and_pairs(const hipkern_list1_table &t, const hipkern_list1_pairs &p,
-                              int64_t *nq_out) {
+// The checks of a table shared by every entry point; *nq_out = q^dim.
+int32_t check_table(const hipkern_list1_table &t, int64_t *nq_out) {
   if (t.dim != 2 && t.dim != 3) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (t.q < 1 || t.n_cases < 1 || t.n_cases > 256 || t.n_tables < 1 || t.n_rows < 1)
-    return HIPKERN_ERROR_INVALID_ARGUMENT;
-  if (p.n_targets < 0 || p.n_boxes < 0 || p.n_pairs < 0 || p.n_levels < 1 ||
-      p.n_levels > HIPKERN_LIST1_MAX_LEVELS)
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   // nq = q^dim and full entry ids n_cases·nq² must fit 32 bits.
   int64_t nq = 1;
@@ -2505,9 +2560,7 @@ int32_t check_table_and_pairs(const hipkern_list1_table &t, const hipkern_list1_
   }
   if (static_cast<uint64_t>(t.n_cases) * static_cast<uint64_t>(nq * nq) > 0xFFFFFFFFull)
     return HIPKERN_ERROR_OVERFLOW;
-  if (t.n_rows > INT64_MAX / t.n_tables || p.n_targets > INT64_MAX / nq ||
-      p.n_boxes > INT64_MAX / nq)
-    return HIPKERN_ERROR_OVERFLOW;
+  if (t.n_rows > INT64_MAX / t.n_tables) return HIPKERN_ERROR_OVERFLOW;
   if (t.layout == HIPKERN_LIST1_DENSE) {
     if (t.n_rows != static_cast<int64_t>(t.n_cases) * nq * nq) return HIPKERN_ERROR_INVALID_ARGUMENT;
   } else if (t.layout == HIPKERN_LIST1_ORBIT) {
@@ -2529,6 +2582,21 @@ int32_t check_table_and_pairs(const hipkern_list1_table &t, const hipkern_list1_
   } else {
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   }
+  *nq_out = nq;
+  return HIPKERN_SUCCESS;
+}
+
+// check_table and the pair counts: the checks the evaluate entry points
+// share; *nq_out = q^dim.
+int32_t check_table_and_pairs(const hipkern_list1_table &t, const hipkern_list1_pairs &p,
+                              int64_t *nq_out) {
+  if (p.n_targets < 0 || p.n_boxes < 0 || p.n_pairs < 0 || p.n_levels < 1 ||
+      p.n_levels > HIPKERN_LIST1_MAX_LEVELS)
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
+  int64_t nq = 0;
+  const int32_t rc = check_table(t, &nq);
+  if (rc != HIPKERN_SUCCESS) return rc;
+  if (p.n_targets > INT64_MAX / nq || p.n_boxes > INT64_MAX / nq) return HIPKERN_ERROR_OVERFLOW;
   *nq_out = nq;
   return HIPKERN_SUCCESS;
 }
@@ -2653,6 +2721,17 @@ int32_t launch_tiled(TiledKernel which, const hipkern_list1_table &tab,
   }
 }
 
+template <int D, int LAYOUT>
+int32_t launch_expand(const hipkern_list1_table &tab, const uint32_t *keys, int64_t n_keys,
+                      double *out, int nq, hipStream_t s) {
+  const uint32_t bits = LAYOUT == HIPKERN_LIST1_FALLBACK ? hash_bits(tab) : 0;
+  const int64_t blocks = n_keys < kMaxBlocks ? n_keys : kMaxBlocks;
+  (void)hipGetLastError();  // a stale error must not be reported as ours
+  list1_expand_keys_kernel<D, LAYOUT>
+      <<<static_cast<unsigned>(blocks), 256, 0, s>>>(tab, keys, n_keys, out, nq, bits);
+  return static_cast<int32_t>(hipGetLastError());
+}
+
 }  // namespace
 
 extern "C" {
@@ -2757,9 +2836,18 @@ int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
   const bool staged = g.arithmetic == HIPKERN_LIST1_TILED_TENSOR_SOURCES;
   if (staged && (g.max_tile_sources < 0 || g.max_tile_sources > HIPKERN_LIST1_TILED_MAX_SOURCES))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
+  const bool key_matrices = staged && g.key_matrices != nullptr;
+  if (key_matrices && (!g.key_matrix_index || g.n_key_matrices < 1 ||
+                       g.n_key_matrices > int64_t{0xFFFFFFFF} ||
+                       g.n_key_matrices > INT64_MAX / (nq * nq)))
+    return HIPKERN_ERROR_INVALID_ARGUMENT;
   const TiledKernel which = tiled_kernel(g);
+  // The source-staged kernel reads key matrices as DENSE reads its rows;
+  // the others (no tensor cores here) reconstruct from the layout.
+  const int layout =
+      key_matrices && which == TiledKernel::kMmaSources ? HIPKERN_LIST1_DENSE : t.layout;
   const size_t shmem =
-      tiled_shared_bytes(which, t.dim, t.layout, static_cast<int>(nq), b, t.q, g.max_tile_sources);
+      tiled_shared_bytes(which, t.dim, layout, static_cast<int>(nq), b, t.q, g.max_tile_sources);
   if (shmem > static_cast<size_t>(shared_limit())) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (g.n_tiles == 0) return HIPKERN_SUCCESS;
   if (!g.tile_key_offsets || !g.keys || !g.tile_targets || !g.key_pairs ||
@@ -2769,16 +2857,43 @@ int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
   if (rb != HIPKERN_SUCCESS) return rb;
   hipStream_t s = static_cast<hipStream_t>(stream);
   if (t.dim == 2) {
-    switch (t.layout) {
+    switch (layout) {
       case HIPKERN_LIST1_DENSE: return launch_tiled<2, HIPKERN_LIST1_DENSE>(which, t, p, g, source_values, out, s);
       case HIPKERN_LIST1_ORBIT: return launch_tiled<2, HIPKERN_LIST1_ORBIT>(which, t, p, g, source_values, out, s);
       default: return launch_tiled<2, HIPKERN_LIST1_FALLBACK>(which, t, p, g, source_values, out, s);
     }
   }
-  switch (t.layout) {
+  switch (layout) {
     case HIPKERN_LIST1_DENSE: return launch_tiled<3, HIPKERN_LIST1_DENSE>(which, t, p, g, source_values, out, s);
     case HIPKERN_LIST1_ORBIT: return launch_tiled<3, HIPKERN_LIST1_ORBIT>(which, t, p, g, source_values, out, s);
     default: return launch_tiled<3, HIPKERN_LIST1_FALLBACK>(which, t, p, g, source_values, out, s);
+  }
+}
+
+int32_t hipkern_list1_expand_keys(const hipkern_list1_table *table, const uint32_t *keys,
+                                  int64_t n_keys, double *key_matrices, void *stream) {
+  if (!table) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  const hipkern_list1_table &t = *table;
+  int64_t nq = 0;
+  const int32_t rc = check_table(t, &nq);
+  if (rc != HIPKERN_SUCCESS) return rc;
+  if (nq > HIPKERN_LIST1_TILED_MAX_MODES || n_keys < 0) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  if (n_keys > INT64_MAX / (nq * nq)) return HIPKERN_ERROR_OVERFLOW;
+  if (n_keys == 0) return HIPKERN_SUCCESS;
+  if (!keys || !key_matrices || !t.values) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  hipStream_t s = static_cast<hipStream_t>(stream);
+  const int n = static_cast<int>(nq);
+  if (t.dim == 2) {
+    switch (t.layout) {
+      case HIPKERN_LIST1_DENSE: return launch_expand<2, HIPKERN_LIST1_DENSE>(t, keys, n_keys, key_matrices, n, s);
+      case HIPKERN_LIST1_ORBIT: return launch_expand<2, HIPKERN_LIST1_ORBIT>(t, keys, n_keys, key_matrices, n, s);
+      default: return launch_expand<2, HIPKERN_LIST1_FALLBACK>(t, keys, n_keys, key_matrices, n, s);
+    }
+  }
+  switch (t.layout) {
+    case HIPKERN_LIST1_DENSE: return launch_expand<3, HIPKERN_LIST1_DENSE>(t, keys, n_keys, key_matrices, n, s);
+    case HIPKERN_LIST1_ORBIT: return launch_expand<3, HIPKERN_LIST1_ORBIT>(t, keys, n_keys, key_matrices, n, s);
+    default: return launch_expand<3, HIPKERN_LIST1_FALLBACK>(t, keys, n_keys, key_matrices, n, s);
   }
 }
 

@@ -35,11 +35,11 @@ for t in nearfield_list1_device-test; do
   grep -E 'panicked|FAILED' "$out/$t.txt" | head -5
 done
 export HIPKERN_BENCH_CONFIGS="${HIPKERN_BENCH_CONFIGS:-3d-q3-uniform,3d-q4-uniform,3d-q3-random,2d-q4-uniform}"
-export HIPKERN_BENCH_SCHEDULES="${HIPKERN_BENCH_SCHEDULES:-grp,t32,t64,t128,s32,s64,s128}"
+export HIPKERN_BENCH_SCHEDULES="${HIPKERN_BENCH_SCHEDULES:-grp,t32,t64,t128,s32,s64,s128,d32,d64,d128}"
 HIPKERN_BENCH_OUT="$out" timeout 280 ./list1 --bench > "$out/list1.txt" 2> "$out/list1.err"
 echo "bench rc $?"
 grep -E 'sources per tile' "$out/list1.err" | head -40
-grep -E ' (grp|t32|t64|t128|s32|s64|s128) ' "$out/list1.txt"
+grep -E ' (grp|t32|t64|t128|s32|s64|s128|d32|d64|d128) ' "$out/list1.txt"
 RUN
 chmod +x .device/l1/run.sh
 echo "ready: .device/l1/run.sh ($(du -sh .device/l1 | cut -f1)); carry .device/l1, run: .device/l1/run.sh"

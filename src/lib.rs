@@ -2,7 +2,7 @@
 //! applications.
 //!
 //! This crate is the safe face of the kernel layer (`hipkern-sys`, the
-//! C ABI in `hip/include/hipkern.h`, `HIPKERN_ABI_VERSION` 3). Three
+//! C ABI in `hip/include/hipkern.h`, `HIPKERN_ABI_VERSION` 4). Three
 //! scatter-heavy primitives, each with a float64 CPU reference that is part
 //! of the product (tests, small problems, machines without a GPU) and that
 //! every device result is checked against:

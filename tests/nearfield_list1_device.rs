@@ -480,22 +480,35 @@ fn check_tiled(
                 .unwrap_err()
                 .to_string();
             assert!(e.contains("set_tiled_source_staging"), "{e}");
-            let mut staged_plan = ev.plan(boxes).unwrap();
-            assert!(staged_plan.tiled_for_source_staging());
-            let staged = run_into(ev, stream, &mut staged_plan, fd);
+            // With the keys' case matrices expanded (the default for
+            // ORBIT and the fallback) and reconstructed per tile.
+            for key_matrices in [true, false] {
+                ev.set_tiled_key_matrices(key_matrices);
+                let mut staged_plan = ev.plan(boxes).unwrap();
+                assert!(staged_plan.tiled_for_source_staging());
+                let expanded = key_matrices && ev.layout() != List1Layout::Dense;
+                assert_eq!(staged_plan.key_matrices() > 0, expanded);
+                assert_eq!(
+                    staged_plan.key_matrix_bytes(),
+                    staged_plan.key_matrices() * ev.n_modes() * ev.n_modes() * 8
+                );
+                let staged = run_into(ev, stream, &mut staged_plan, fd);
+                let differ = out
+                    .iter()
+                    .zip(&staged)
+                    .filter(|(a, b)| a.to_bits() != b.to_bits())
+                    .count();
+                assert_eq!(
+                    differ,
+                    0,
+                    "{what} tiled {width}: the source-staged kernel (key matrices \
+                     {key_matrices}) differs from the per-key one in {differ} values ({} \
+                     sources per tile at most)",
+                    staged_plan.max_tile_sources()
+                );
+            }
+            ev.set_tiled_key_matrices(true);
             ev.set_tiled_source_staging(false);
-            let differ = out
-                .iter()
-                .zip(&staged)
-                .filter(|(a, b)| a.to_bits() != b.to_bits())
-                .count();
-            assert_eq!(
-                differ,
-                0,
-                "{what} tiled {width}: the source-staged kernel differs from the per-key one in \
-                 {differ} values ({} sources per tile at most)",
-                staged_plan.max_tile_sources()
-            );
         }
         match &first {
             None => first = Some(out),
@@ -1338,4 +1351,232 @@ fn gpu_tiled_source_staging_checks_its_slots() {
     let (rc, got) = call(&tiles, f64::NAN);
     assert_eq!(rc, 0, "the per-key kernel refused a bound it does not read");
     assert!(same_bits(&got, &good));
+}
+
+/// The key matrices of the source-staged kernel.
+/// `hipkern_list1_expand_keys` gives every entry of every key's case
+/// matrix as the CPU payload reconstructs it (`List1Payload::entry`), bit
+/// for bit, in every layout (the fallback on both paths), 2D and 3D; a key
+/// past the tables gives NaN; refused arguments write nothing. Through the
+/// C ABI, on an ORBIT plan: a key whose index names no matrix makes the
+/// tiles that use it NaN and leaves every other box's bits; without the
+/// matrices (the layout decoded per tile) the same bits; a matrix pointer
+/// without its index, or no matrices, is refused.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_key_matrices_are_the_layouts_entries() {
+    use hipkern_sys as sys;
+    let (device, stream) = gpu();
+    let mut rng = SplitMix64::new(0x6E7A_11C5);
+    for (dim, q) in [(3usize, 3usize), (2, 4), (3, 2)] {
+        let k = Kernel::laplace(dim).unwrap();
+        let red = synthetic(&k, q, 1.0, &mut rng);
+        let nq = q.pow(dim as u32);
+        let variants = [
+            (List1Layout::Dense, true),
+            (List1Layout::Orbit, true),
+            (List1Layout::Fallback, true),
+            (List1Layout::Fallback, false),
+        ];
+        for (layout, resolved) in variants {
+            let what = format!("{dim}D q={q} {layout} (resolved {resolved})");
+            let mut payload =
+                List1Payload::from_reduced(&List1ReducedTables::Scaled(&red), layout).unwrap();
+            if !resolved {
+                payload = payload.without_fallback_resolution();
+            }
+            let ev = List1Evaluator::new(&device, &payload).unwrap();
+            let table = ev.raw_table();
+            let n_cases = table.n_cases as usize;
+            let n_keys = n_cases * table.n_tables as usize;
+            // Every key, shuffled, and one past the tables.
+            let mut keys: Vec<u32> = (0..n_keys as u32).collect();
+            for i in (1..keys.len()).rev() {
+                keys.swap(i, rng.below(i + 1));
+            }
+            keys.push(n_keys as u32);
+            let kd = device.htod_copy(&keys).unwrap();
+            let mut out = device.alloc::<f64>(keys.len() * nq * nq).unwrap();
+            let mut expand = |keys: *const u32, n: i64| -> (i32, Vec<f64>) {
+                stream.fill(&mut out.as_slice_mut(), 7.25).unwrap();
+                // SAFETY: the evaluator's table; `n` ≤ keys.len() keys on
+                // the device and room for keys.len() matrices; synchronized
+                // before reading.
+                let rc = unsafe {
+                    sys::hipkern_list1_expand_keys(
+                        &table,
+                        keys,
+                        n,
+                        out.as_mut_ptr(),
+                        stream.as_raw(),
+                    )
+                };
+                stream.synchronize().unwrap();
+                (rc, out.to_vec().unwrap())
+            };
+            let (rc, got) = expand(kd.as_ptr(), keys.len() as i64);
+            assert_eq!(rc, 0, "{what}");
+            let mut zeros = 0usize;
+            for (i, &key) in keys.iter().enumerate() {
+                let m = &got[i * nq * nq..(i + 1) * nq * nq];
+                if key as usize == n_keys {
+                    assert!(m.iter().all(|x| x.is_nan()), "{what}: key past the tables");
+                    continue;
+                }
+                let (tb, c) = (key as usize / n_cases, key as usize % n_cases);
+                for s in 0..nq {
+                    for t in 0..nq {
+                        let want = payload.entry(tb, c, s, t).unwrap();
+                        let g = m[s * nq + t];
+                        zeros += usize::from(want == 0.0);
+                        assert!(
+                            g.to_bits() == want.to_bits() || (g == 0.0 && want == 0.0),
+                            "{what}: key {key} (case {c}) entry ({s}, {t}): {g:e}, want {want:e}"
+                        );
+                    }
+                }
+            }
+            eprintln!("{what}: {n_keys} keys × {nq}² entries as the payload's ({zeros} zero)");
+            for (keys_ptr, n) in [(std::ptr::null(), keys.len() as i64), (kd.as_ptr(), -1)] {
+                let (rc, got) = expand(keys_ptr, n);
+                assert_eq!(rc, sys::HIPKERN_ERROR_INVALID_ARGUMENT, "{what}");
+                assert!(
+                    got.iter().all(|&x| x == 7.25),
+                    "{what}: written by a refused call"
+                );
+            }
+        }
+    }
+
+    // Through the C ABI, on an ORBIT plan of a random tree.
+    if hipkern::runtime::platform() != "nvidia" || device.properties().major < 8 {
+        eprintln!("no FP64 tensor cores here: the key matrices are not read; skipped");
+        return;
+    }
+    let k = Kernel::laplace(3).unwrap();
+    let (q, nq) = (3, 27);
+    let red = synthetic(&k, q, 1.0, &mut rng);
+    let t = tree(3, 0x6E7A, 4);
+    let targets = t.all_boxes();
+    let boxes = t.list1_boxes(&targets);
+    let f = random_values(&mut rng, t.n_boxes() * nq);
+    let fd = device.htod_copy(&f).unwrap();
+    let mut ev = List1Evaluator::from_reduced(
+        &device,
+        &List1ReducedTables::Scaled(&red),
+        List1Layout::Orbit,
+    )
+    .unwrap();
+    ev.set_schedule(List1Schedule::TargetTiled).unwrap();
+    let b = 32;
+    ev.set_targets_per_tile(b).unwrap();
+    ev.set_tiled_source_staging(true);
+    let mut plan = ev.plan(&boxes).unwrap();
+    assert!(plan.key_matrices() > 0);
+    let good = run_into(&ev, &stream, &mut plan, &fd);
+    let dense = red.to_dense().unwrap();
+    let want = evaluate_list1(&boxes, &List1Tables::Scaled(&dense), &f).unwrap();
+    let (err, _) = compare("key matrices", &good, &want);
+    assert!(err <= TOL, "{err:.2e}");
+
+    let table = ev.raw_table();
+    let pairs = plan.raw_pairs();
+    let tiles = plan
+        .raw_tiles(sys::HIPKERN_LIST1_TILED_TENSOR_SOURCES)
+        .unwrap();
+    let n_tiles = plan.target_tiles();
+    let n_keys = (table.n_cases * table.n_tables) as usize;
+    // SAFETY: the plan's own buffers of these lengths, alive meanwhile.
+    let down32 = |p: *const u32, n: usize| unsafe {
+        hipkern::DeviceBuffer::from_raw_parts(&device, p.cast_mut(), n)
+            .to_vec()
+            .unwrap()
+    };
+    let key_offsets = down32(tiles.tile_key_offsets, n_tiles + 1);
+    let tile_targets = down32(tiles.tile_targets, n_tiles * b);
+    let tile_keys = down32(tiles.keys, key_offsets[n_tiles] as usize);
+    let index = down32(tiles.key_matrix_index, n_keys);
+    assert_eq!(
+        index.iter().filter(|&&x| x != u32::MAX).count(),
+        plan.key_matrices()
+    );
+    let mut out = device.alloc::<f64>(good.len()).unwrap();
+    let mut call = |tl: &sys::hipkern_list1_tiles, fill: f64| -> (i32, Vec<f64>) {
+        stream.fill(&mut out.as_slice_mut(), fill).unwrap();
+        // SAFETY: the evaluator's table, the plan's pairs and buffers of
+        // the right sizes on this device; synchronized before reading.
+        let rc = unsafe {
+            sys::hipkern_list1_evaluate_tiled(
+                &table,
+                &pairs,
+                tl,
+                fd.as_ptr(),
+                out.as_mut_ptr(),
+                stream.as_raw(),
+            )
+        };
+        stream.synchronize().unwrap();
+        (rc, out.to_vec().unwrap())
+    };
+    let same_bits = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+    let (rc, again) = call(&tiles, f64::NAN);
+    assert_eq!(rc, 0);
+    assert!(
+        same_bits(&again, &good),
+        "the raw call differs from the safe one"
+    );
+
+    // One used key's index past the matrices: the tiles with that key NaN.
+    let key = tile_keys[0] as usize;
+    let mut broken = index.clone();
+    broken[key] = plan.key_matrices() as u32;
+    let broken_d = device.htod_copy(&broken).unwrap();
+    let mut tl = tiles;
+    tl.key_matrix_index = broken_d.as_ptr();
+    let (rc, got) = call(&tl, 7.25);
+    assert_eq!(rc, 0);
+    let mut hit = 0;
+    for k in 0..n_tiles {
+        let uses = tile_keys[key_offsets[k] as usize..key_offsets[k + 1] as usize]
+            .iter()
+            .any(|&x| x as usize == key);
+        hit += usize::from(uses);
+        for &i in &tile_targets[k * b..(k + 1) * b] {
+            if i == u32::MAX {
+                continue;
+            }
+            let i = i as usize;
+            let row = &got[i * nq..(i + 1) * nq];
+            if uses {
+                assert!(row.iter().all(|x| x.is_nan()), "tile {k}: box {i} not NaN");
+            } else {
+                assert!(
+                    same_bits(row, &good[i * nq..(i + 1) * nq]),
+                    "tile {k}: box {i} changed"
+                );
+            }
+        }
+    }
+    assert!(hit >= 1);
+
+    // Without the matrices: the layout decoded per tile, the same bits.
+    let mut tl = tiles;
+    tl.key_matrices = std::ptr::null();
+    let (rc, got) = call(&tl, f64::NAN);
+    assert_eq!(rc, 0);
+    assert!(
+        same_bits(&got, &good),
+        "decoded per tile differs from the key matrices"
+    );
+    // Refused before anything is written.
+    let mut tl = tiles;
+    tl.key_matrix_index = std::ptr::null();
+    let (rc, got) = call(&tl, 7.25);
+    assert_eq!(rc, sys::HIPKERN_ERROR_INVALID_ARGUMENT);
+    assert!(got.iter().all(|&x| x == 7.25), "written by a refused call");
+    let mut tl = tiles;
+    tl.n_key_matrices = 0;
+    let (rc, got) = call(&tl, 7.25);
+    assert_eq!(rc, sys::HIPKERN_ERROR_INVALID_ARGUMENT);
+    assert!(got.iter().all(|&x| x == 7.25), "written by a refused call");
 }

@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-#define HIPKERN_ABI_VERSION 3
+#define HIPKERN_ABI_VERSION 4
 
 /* ---- status codes (hipkern's own; runtime codes are positive) ---------- */
 #define HIPKERN_SUCCESS 0
@@ -665,6 +665,15 @@ typedef enum hipkern_list1_tiled_arithmetic {
  * outside its list, makes that box's outputs NaN, and a tile with more
  * sources than max_tile_sources (or a source box past n_boxes) has every
  * output NaN.
+ * Key matrices (optional, read by TENSOR_SOURCES alone, where it runs on
+ * the tensor cores): with key_matrices non-null, the kernel reads key
+ * `key`'s case matrix from key_matrices + key_matrix_index[key] · q^{2·dim}
+ * (as hipkern_list1_expand_keys writes it) instead of reconstructing its
+ * entries from the table's layout, so an ORBIT or fallback table runs as
+ * fast as a dense one; key_matrix_index has n_tables · n_cases entries and
+ * n_key_matrices (1 .. 2^32 − 1) matrices follow key_matrices. A tile with
+ * a key whose index is n_key_matrices or more has every output NaN. The
+ * matrices hold the layout's entries, so the bits are the same as without.
  */
 
 typedef struct hipkern_list1_tiles {
@@ -679,7 +688,23 @@ typedef struct hipkern_list1_tiles {
   const uint32_t *tile_source_offsets;
   const uint32_t *tile_sources;
   const uint16_t *key_source_slots;
+  const double *key_matrices;
+  const uint32_t *key_matrix_index;
+  int64_t n_key_matrices;
 } hipkern_list1_tiles;
+
+/**
+ * The case matrices of `n_keys` keys (each table · n_cases + case) as the
+ * table's layout reconstructs them: key_matrices[i · q^{2·dim} + s · q^dim
+ * + t] = T(case, s, t) of key keys[i]'s table, bit for bit the entry the
+ * List 1 kernels read (a key past the tables: NaN). For the target-tiled
+ * schedule's key matrices (hipkern_list1_tiles). One kernel on `stream`.
+ * Requires q^dim <= HIPKERN_LIST1_TILED_MAX_MODES; checks the table as
+ * hipkern_list1_evaluate does and returns HIPKERN_ERROR_INVALID_ARGUMENT
+ * before launching anything.
+ */
+int32_t hipkern_list1_expand_keys(const hipkern_list1_table *table, const uint32_t *keys,
+                                  int64_t n_keys, double *key_matrices, void *stream);
 
 /**
  * List 1, target-tiled: the value of hipkern_list1_evaluate to rounding,

@@ -858,6 +858,7 @@ pub struct List1Evaluator {
     targets_per_tile: usize,
     tiled_tensor_cores: bool,
     tiled_source_staging: bool,
+    tiled_key_matrices: bool,
 }
 
 impl std::fmt::Debug for List1Evaluator {
@@ -922,6 +923,32 @@ struct DeviceTiling {
     tile_source_offsets: DeviceBuffer<u32>,
     tile_sources: DeviceBuffer<u32>,
     key_source_slots: DeviceBuffer<u16>,
+    /// The case matrices of the tiles' keys, for a source-staged plan of
+    /// an ORBIT or fallback table ([`List1Evaluator::set_tiled_key_matrices`]).
+    key_matrices: Option<KeyMatrices>,
+}
+
+/// The case matrices of a plan's distinct keys on the device
+/// (`hipkern_list1_expand_keys`), `q^d × q^d` float64 each, and the index
+/// from every key (`table · n_cases + case`) to its matrix (`u32::MAX`:
+/// none).
+struct KeyMatrices {
+    count: usize,
+    values: DeviceBuffer<f64>,
+    index: DeviceBuffer<u32>,
+}
+
+/// The distinct keys of `keys` (ascending) and, for each of `n_keys` key
+/// ids, its position among them (`u32::MAX` for a key not in `keys`).
+fn key_matrix_index(keys: &[u32], n_keys: usize) -> (Vec<u32>, Vec<u32>) {
+    let mut distinct = keys.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let mut index = vec![u32::MAX; n_keys];
+    for (i, &k) in distinct.iter().enumerate() {
+        index[k as usize] = i as u32;
+    }
+    (distinct, index)
 }
 
 /// The case-grouped schedule's part of a plan: the tiles on the device,
@@ -998,7 +1025,31 @@ impl List1DevicePlan {
             tile_source_offsets: tl.tile_source_offsets.as_ptr(),
             tile_sources: tl.tile_sources.as_ptr(),
             key_source_slots: tl.key_source_slots.as_ptr(),
+            key_matrices: tl
+                .key_matrices
+                .as_ref()
+                .map_or(std::ptr::null(), |m| m.values.as_ptr()),
+            key_matrix_index: tl
+                .key_matrices
+                .as_ref()
+                .map_or(std::ptr::null(), |m| m.index.as_ptr()),
+            n_key_matrices: tl.key_matrices.as_ref().map_or(0, |m| m.count as i64),
         })
+    }
+
+    /// Case matrices the plan holds for the source-staged kernel (its
+    /// tiles' distinct keys; 0 where it holds none: see
+    /// [`List1Evaluator::set_tiled_key_matrices`]).
+    pub fn key_matrices(&self) -> usize {
+        self.tiles
+            .as_ref()
+            .and_then(|t| t.key_matrices.as_ref())
+            .map_or(0, |m| m.count)
+    }
+
+    /// Device bytes of those matrices (`key_matrices() × q^{2d} × 8`).
+    pub fn key_matrix_bytes(&self) -> usize {
+        self.key_matrices() * self.nq * self.nq * 8
     }
 
     /// Tiles of the target-tiled schedule (0 where it does not apply).
@@ -1119,6 +1170,7 @@ impl List1Evaluator {
             targets_per_tile: default_targets_per_tile(payload.meta.nq),
             tiled_tensor_cores: true,
             tiled_source_staging: false,
+            tiled_key_matrices: true,
         })
     }
 
@@ -1304,6 +1356,27 @@ impl List1Evaluator {
         self.tiled_source_staging = on;
     }
 
+    /// Whether source-staged plans of an ORBIT or fallback table carry
+    /// their keys' case matrices (default true).
+    pub fn tiled_key_matrices(&self) -> bool {
+        self.tiled_key_matrices
+    }
+
+    /// With `true` (the default), a plan made for the source-staged kernel
+    /// of an ORBIT or fallback table expands, once, the case matrix of each
+    /// distinct key its tiles use (`hipkern_list1_expand_keys`: the
+    /// layout's own entries, bit for bit) into a device buffer of
+    /// [`List1DevicePlan::key_matrix_bytes`], and the kernel reads those as
+    /// it reads a dense table's rows: no decode per tile and key. At most
+    /// the dense table's size (one matrix per key used: 27 of 139 cases for
+    /// a uniform octree's interior); the table itself stays compact. With
+    /// `false` the kernel reconstructs every entry from the layout per
+    /// tile. The same entries in the same order: the same bits. For plans
+    /// made after this call.
+    pub fn set_tiled_key_matrices(&mut self, on: bool) {
+        self.tiled_key_matrices = on;
+    }
+
     /// Validates `boxes` as the CPU evaluator does (module docs) and
     /// uploads them for this evaluator (synchronously).
     pub fn plan(&self, boxes: &List1Boxes<'_>) -> Result<List1DevicePlan> {
@@ -1350,6 +1423,18 @@ impl List1Evaluator {
             (self.pair_scratch_bytes / (8 * nq)).max(1),
             tile_capacity(nq),
         );
+        // The source-staged kernel's key matrices (ORBIT and fallback).
+        let key_matrices = match &tiling {
+            Some(t)
+                if self.tiled_source_staging
+                    && self.tiled_key_matrices
+                    && self.layout != List1Layout::Dense
+                    && !t.keys.is_empty() =>
+            {
+                Some(self.expand_keys(&t.keys)?)
+            }
+            _ => None,
+        };
         let bytes = 4 * (hp.starts.len() + hp.sources.len())
             + hp.cases.len()
             + hp.box_levels.len()
@@ -1365,7 +1450,10 @@ impl List1Evaluator {
                     + t.tile_source_offsets.len()
                     + t.tile_sources.len())
                     + 2 * t.key_source_slots.len()
-            });
+            })
+            + key_matrices
+                .as_ref()
+                .map_or(0, |m| 4 * (m.count + m.index.len()));
         Ok(List1DevicePlan {
             evaluator: self.id,
             device: d.ordinal(),
@@ -1406,8 +1494,43 @@ impl List1Evaluator {
                     tile_source_offsets: upload(d, &t.tile_source_offsets)?,
                     tile_sources: upload(d, &t.tile_sources)?,
                     key_source_slots: upload(d, &t.key_source_slots)?,
+                    key_matrices,
                 }),
             },
+        })
+    }
+
+    /// The case matrices of the distinct keys among `keys` (ids below
+    /// `n_tables · n_cases`, from the plan's validated pairs), expanded on
+    /// the device (synchronously, on a stream of its own).
+    fn expand_keys(&self, keys: &[u32]) -> Result<KeyMatrices> {
+        let d = &self.device;
+        let nq = self.meta.nq;
+        let (distinct, index) = key_matrix_index(keys, self.n_tables * self.meta.n_cases);
+        let keys_d = upload(d, &distinct)?;
+        let mut values = d.alloc::<f64>(distinct.len() * nq * nq)?;
+        let stream = d.new_stream()?;
+        let t = self.raw_table();
+        d.bind()?;
+        // SAFETY: the evaluator's table (live buffers, checked at upload),
+        // `distinct.len()` keys below n_tables · n_cases on the device and
+        // room for as many q^d × q^d matrices; synchronized before the
+        // buffers can be dropped.
+        let status = unsafe {
+            sys::hipkern_list1_expand_keys(
+                &t,
+                keys_d.as_ptr(),
+                distinct.len() as i64,
+                values.as_mut_ptr(),
+                stream.as_raw(),
+            )
+        };
+        check("hipkern_list1_expand_keys", status)?;
+        stream.synchronize()?;
+        Ok(KeyMatrices {
+            count: distinct.len(),
+            values,
+            index: upload(d, &index)?,
         })
     }
 
@@ -1736,5 +1859,24 @@ impl List1Evaluator {
         unsafe { stream.copy_dtoh_async(&out.as_slice(), &mut host)? };
         stream.synchronize()?;
         Ok(host)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::key_matrix_index;
+
+    #[test]
+    fn key_matrix_index_numbers_the_distinct_keys_in_order() {
+        let (distinct, index) = key_matrix_index(&[7, 2, 7, 0, 2, 9], 12);
+        assert_eq!(distinct, [0, 2, 7, 9]);
+        let none = u32::MAX;
+        assert_eq!(
+            index,
+            [0, none, 1, none, none, none, none, 2, none, 3, none, none]
+        );
+        let (distinct, index) = key_matrix_index(&[], 3);
+        assert!(distinct.is_empty());
+        assert_eq!(index, [none; 3]);
     }
 }
