@@ -185,6 +185,115 @@ fn compare(what: &str, got: &[f64], want: &[f64]) -> (f64, usize) {
     (if den > 0.0 { num / den } else { num }, differ)
 }
 
+/// A source-staged plan (32 boxes a tile) of a synthetic 3D Laplace table
+/// at `q` in `layout` on a random tree (`tree_seed`), random source values
+/// on the device, and its output, checked against the CPU sum to the
+/// tolerance (the tensor cores add in another order).
+fn staged_case(
+    device: &Device,
+    stream: &Stream,
+    rng: &mut SplitMix64,
+    q: usize,
+    tree_seed: u64,
+    layout: List1Layout,
+) -> (
+    List1Evaluator,
+    hipkern::nearfield::List1DevicePlan,
+    hipkern::DeviceBuffer<f64>,
+    Vec<f64>,
+) {
+    let k = Kernel::laplace(3).unwrap();
+    let red = synthetic(&k, q, 1.0, rng);
+    let t = tree(3, tree_seed, 4);
+    let targets = t.all_boxes();
+    let boxes = t.list1_boxes(&targets);
+    let f = random_values(rng, t.n_boxes() * q.pow(3));
+    let fd = device.htod_copy(&f).unwrap();
+    let mut ev =
+        List1Evaluator::from_reduced(device, &List1ReducedTables::Scaled(&red), layout).unwrap();
+    ev.set_schedule(List1Schedule::TargetTiled).unwrap();
+    ev.set_targets_per_tile(32).unwrap();
+    ev.set_tiled_source_staging(true);
+    let mut plan = ev.plan(&boxes).unwrap();
+    let good = run_into(&ev, stream, &mut plan, &fd);
+    let dense = red.to_dense().unwrap();
+    let want = evaluate_list1(&boxes, &List1Tables::Scaled(&dense), &f).unwrap();
+    let (err, _) = compare(&format!("staged {layout}"), &good, &want);
+    assert!(err <= TOL, "staged {layout}: {err:.2e}");
+    (ev, plan, fd, good)
+}
+
+/// Bitwise equality of two outputs.
+fn same_bits(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits())
+}
+
+/// The C ABI's tiled entry point on one evaluator's table and one plan's
+/// pairs and source values, for the tests that edit a plan's raw tiles.
+struct RawTiled<'a> {
+    device: &'a Device,
+    stream: &'a Stream,
+    table: hipkern_sys::hipkern_list1_table,
+    pairs: hipkern_sys::hipkern_list1_pairs,
+    f: &'a hipkern::DeviceBuffer<f64>,
+    out: hipkern::DeviceBuffer<f64>,
+}
+
+impl<'a> RawTiled<'a> {
+    fn new(
+        device: &'a Device,
+        stream: &'a Stream,
+        table: hipkern_sys::hipkern_list1_table,
+        pairs: hipkern_sys::hipkern_list1_pairs,
+        f: &'a hipkern::DeviceBuffer<f64>,
+        n_out: usize,
+    ) -> Self {
+        let out = device.alloc::<f64>(n_out).unwrap();
+        RawTiled {
+            device,
+            stream,
+            table,
+            pairs,
+            f,
+            out,
+        }
+    }
+
+    /// `n` values of a plan's device array at `p`.
+    ///
+    /// # Safety
+    /// `p` points to at least `n` values on this device, alive meanwhile.
+    unsafe fn download<T: hipkern::runtime::DeviceRepr>(&self, p: *const T, n: usize) -> Vec<T> {
+        // SAFETY: the caller's contract; the wrapper frees nothing.
+        unsafe { hipkern::DeviceBuffer::from_raw_parts(self.device, p.cast_mut(), n) }
+            .to_vec()
+            .unwrap()
+    }
+
+    /// `hipkern_list1_evaluate_tiled` with `tiles` into the output, filled
+    /// with `fill` first: its status and the whole output.
+    fn call(&mut self, tiles: &hipkern_sys::hipkern_list1_tiles, fill: f64) -> (i32, Vec<f64>) {
+        self.stream
+            .fill(&mut self.out.as_slice_mut(), fill)
+            .unwrap();
+        // SAFETY: the evaluator's table, the plan's pairs and buffers of
+        // the right sizes on this device (the tests' edits keep every
+        // pointer in bounds); synchronized before reading.
+        let rc = unsafe {
+            hipkern_sys::hipkern_list1_evaluate_tiled(
+                &self.table,
+                &self.pairs,
+                tiles,
+                self.f.as_ptr(),
+                self.out.as_mut_ptr(),
+                self.stream.as_raw(),
+            )
+        };
+        self.stream.synchronize().unwrap();
+        (rc, self.out.to_vec().unwrap())
+    }
+}
+
 fn gpu() -> (Device, Stream) {
     let d = Device::new(0).expect("a GPU is required for this test");
     let s = d.new_stream().unwrap();
@@ -1181,34 +1290,11 @@ fn gpu_tiled_source_staging_checks_its_slots() {
         eprintln!("no FP64 tensor cores here: the staged kernel is the FMA one; skipped");
         return;
     }
-    let k = Kernel::laplace(3).unwrap();
-    let q = 2;
     let nq = 8;
     let mut rng = SplitMix64::new(0x0057_A6ED);
-    let red = synthetic(&k, q, 1.0, &mut rng);
-    let t = tree(3, 0x5EED, 4);
-    let targets = t.all_boxes();
-    let boxes = t.list1_boxes(&targets);
-    let f = random_values(&mut rng, t.n_boxes() * nq);
-    let fd = device.htod_copy(&f).unwrap();
-    let mut ev = List1Evaluator::from_reduced(
-        &device,
-        &List1ReducedTables::Scaled(&red),
-        List1Layout::Dense,
-    )
-    .unwrap();
-    ev.set_schedule(List1Schedule::TargetTiled).unwrap();
     let b = 32;
-    ev.set_targets_per_tile(b).unwrap();
-    ev.set_tiled_source_staging(true);
-    let mut plan = ev.plan(&boxes).unwrap();
-    let good = run_into(&ev, &stream, &mut plan, &fd);
-    let dense = red.to_dense().unwrap();
-    let want = evaluate_list1(&boxes, &List1Tables::Scaled(&dense), &f).unwrap();
-    // Against the CPU sum to rounding (the tensor cores add in another
-    // order); the checks below are bitwise against this run.
-    let (err, _) = compare("staged", &good, &want);
-    assert!(err <= TOL, "{err:.2e}");
+    let (ev, plan, fd, good) =
+        staged_case(&device, &stream, &mut rng, 2, 0x5EED, List1Layout::Dense);
 
     let table = ev.raw_table();
     let pairs = plan.raw_pairs();
@@ -1216,45 +1302,18 @@ fn gpu_tiled_source_staging_checks_its_slots() {
         .raw_tiles(sys::HIPKERN_LIST1_TILED_TENSOR_SOURCES)
         .unwrap();
     let n_tiles = plan.target_tiles();
+    let mut raw = RawTiled::new(&device, &stream, table, pairs, &fd, good.len());
     // SAFETY: the plan's own buffers of these lengths, alive meanwhile.
-    let down32 = |p: *const u32, n: usize| unsafe {
-        hipkern::DeviceBuffer::from_raw_parts(&device, p.cast_mut(), n)
-            .to_vec()
-            .unwrap()
-    };
-    let key_offsets = down32(staged.tile_key_offsets, n_tiles + 1);
-    let tile_targets = down32(staged.tile_targets, n_tiles * b);
-    let src_offsets = down32(staged.tile_source_offsets, n_tiles + 1);
-    let key_pairs = down32(staged.key_pairs, plan.tile_slots());
-    // SAFETY: as above.
-    let slots: Vec<u16> = unsafe {
-        hipkern::DeviceBuffer::from_raw_parts(
-            &device,
-            staged.key_source_slots.cast_mut(),
-            plan.tile_slots(),
+    let (key_offsets, tile_targets, src_offsets, key_pairs, slots) = unsafe {
+        (
+            raw.download(staged.tile_key_offsets, n_tiles + 1),
+            raw.download(staged.tile_targets, n_tiles * b),
+            raw.download(staged.tile_source_offsets, n_tiles + 1),
+            raw.download(staged.key_pairs, plan.tile_slots()),
+            raw.download(staged.key_source_slots, plan.tile_slots()),
         )
-        .to_vec()
-        .unwrap()
     };
-    let mut out = device.alloc::<f64>(good.len()).unwrap();
-    let mut call = |tiles: &sys::hipkern_list1_tiles, fill: f64| -> (i32, Vec<f64>) {
-        stream.fill(&mut out.as_slice_mut(), fill).unwrap();
-        // SAFETY: the evaluator's table, the plan's pairs and buffers of
-        // the right sizes on this device; synchronized before reading.
-        let rc = unsafe {
-            sys::hipkern_list1_evaluate_tiled(
-                &table,
-                &pairs,
-                tiles,
-                fd.as_ptr(),
-                out.as_mut_ptr(),
-                stream.as_raw(),
-            )
-        };
-        stream.synchronize().unwrap();
-        (rc, out.to_vec().unwrap())
-    };
-    let same_bits = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+    let mut call = |tiles: &sys::hipkern_list1_tiles, fill: f64| raw.call(tiles, fill);
     let (rc, again) = call(&staged, f64::NAN);
     assert_eq!(rc, 0);
     assert!(
@@ -1453,31 +1512,11 @@ fn gpu_key_matrices_are_the_layouts_entries() {
         eprintln!("no FP64 tensor cores here: the key matrices are not read; skipped");
         return;
     }
-    let k = Kernel::laplace(3).unwrap();
-    let (q, nq) = (3, 27);
-    let red = synthetic(&k, q, 1.0, &mut rng);
-    let t = tree(3, 0x6E7A, 4);
-    let targets = t.all_boxes();
-    let boxes = t.list1_boxes(&targets);
-    let f = random_values(&mut rng, t.n_boxes() * nq);
-    let fd = device.htod_copy(&f).unwrap();
-    let mut ev = List1Evaluator::from_reduced(
-        &device,
-        &List1ReducedTables::Scaled(&red),
-        List1Layout::Orbit,
-    )
-    .unwrap();
-    ev.set_schedule(List1Schedule::TargetTiled).unwrap();
+    let nq = 27;
     let b = 32;
-    ev.set_targets_per_tile(b).unwrap();
-    ev.set_tiled_source_staging(true);
-    let mut plan = ev.plan(&boxes).unwrap();
+    let (ev, plan, fd, good) =
+        staged_case(&device, &stream, &mut rng, 3, 0x6E7A, List1Layout::Orbit);
     assert!(plan.key_matrices() > 0);
-    let good = run_into(&ev, &stream, &mut plan, &fd);
-    let dense = red.to_dense().unwrap();
-    let want = evaluate_list1(&boxes, &List1Tables::Scaled(&dense), &f).unwrap();
-    let (err, _) = compare("key matrices", &good, &want);
-    assert!(err <= TOL, "{err:.2e}");
 
     let table = ev.raw_table();
     let pairs = plan.raw_pairs();
@@ -1486,39 +1525,22 @@ fn gpu_key_matrices_are_the_layouts_entries() {
         .unwrap();
     let n_tiles = plan.target_tiles();
     let n_keys = (table.n_cases * table.n_tables) as usize;
+    let mut raw = RawTiled::new(&device, &stream, table, pairs, &fd, good.len());
     // SAFETY: the plan's own buffers of these lengths, alive meanwhile.
-    let down32 = |p: *const u32, n: usize| unsafe {
-        hipkern::DeviceBuffer::from_raw_parts(&device, p.cast_mut(), n)
-            .to_vec()
-            .unwrap()
+    let (key_offsets, tile_targets, index) = unsafe {
+        (
+            raw.download(tiles.tile_key_offsets, n_tiles + 1),
+            raw.download(tiles.tile_targets, n_tiles * b),
+            raw.download(tiles.key_matrix_index, n_keys),
+        )
     };
-    let key_offsets = down32(tiles.tile_key_offsets, n_tiles + 1);
-    let tile_targets = down32(tiles.tile_targets, n_tiles * b);
-    let tile_keys = down32(tiles.keys, key_offsets[n_tiles] as usize);
-    let index = down32(tiles.key_matrix_index, n_keys);
+    // SAFETY: as above.
+    let tile_keys = unsafe { raw.download(tiles.keys, key_offsets[n_tiles] as usize) };
     assert_eq!(
         index.iter().filter(|&&x| x != u32::MAX).count(),
         plan.key_matrices()
     );
-    let mut out = device.alloc::<f64>(good.len()).unwrap();
-    let mut call = |tl: &sys::hipkern_list1_tiles, fill: f64| -> (i32, Vec<f64>) {
-        stream.fill(&mut out.as_slice_mut(), fill).unwrap();
-        // SAFETY: the evaluator's table, the plan's pairs and buffers of
-        // the right sizes on this device; synchronized before reading.
-        let rc = unsafe {
-            sys::hipkern_list1_evaluate_tiled(
-                &table,
-                &pairs,
-                tl,
-                fd.as_ptr(),
-                out.as_mut_ptr(),
-                stream.as_raw(),
-            )
-        };
-        stream.synchronize().unwrap();
-        (rc, out.to_vec().unwrap())
-    };
-    let same_bits = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(x, y)| x.to_bits() == y.to_bits());
+    let mut call = |tl: &sys::hipkern_list1_tiles, fill: f64| raw.call(tl, fill);
     let (rc, again) = call(&tiles, f64::NAN);
     assert_eq!(rc, 0);
     assert!(
