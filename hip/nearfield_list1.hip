@@ -2119,8 +2119,8 @@ __device__ void mma_slots(const hipkern_list1_table &tab, const hipkern_list1_pa
 }
 
 // A warp's A fragments of chunk key kk: a[ks] = T(case, 4ks + cq, t), 0
-// past q^d, from `values` (the table's rows, or the key matrices). ORBIT: sw[ks] = the source mode word of 4ks + cq, tw the
-// target's (mode_words).
+// past q^d, from `values` (the table's rows, or the key matrices). ORBIT:
+// sw[ks] = the source mode word of 4ks + cq, tw the target's (mode_words).
 template <int D, int LAYOUT, int NQ>
 __device__ __forceinline__ void mma_a_fragments(const hipkern_list1_table &tab,
                                                 const double *__restrict__ values,
