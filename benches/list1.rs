@@ -25,10 +25,14 @@
 //! values, the outputs and the plan once: the DRAM floor) against the
 //! measured device copy bandwidth; the bytes each layout uploads; ratios to
 //! the dense layout at the same batch size.
-//! JSON under $HIPKERN_BENCH_OUT (list1.json).
+//! JSON under $HIPKERN_BENCH_OUT (list1.json). Subsets: the comma-separated
+//! names in HIPKERN_BENCH_CONFIGS, HIPKERN_BENCH_SCHEDULES and
+//! HIPKERN_BENCH_LAYOUTS (dense and b1 always run: they are the
+//! references).
 use hipkern::nearfield::{
     BalancedTree, EntryQuadrature, Kernel, List1Evaluator, List1Layout, List1Payload,
-    List1ReducedTables, List1Schedule, RandomTreeConfig, ReducedTable, DEFAULT_PAIR_SCRATCH_BYTES,
+    List1ReducedTables, List1Schedule, List1SourceStaging, RandomTreeConfig, ReducedTable,
+    DEFAULT_PAIR_SCRATCH_BYTES,
 };
 use hipkern::rng::SplitMix64;
 use hipkern::{Device, Stream};
@@ -68,6 +72,61 @@ fn time_ms(stream: &Stream, mut f: impl FnMut()) -> (f64, f64, f64, usize) {
     }
     let (m, lo, hi) = stats(t);
     (m, lo, hi, reps)
+}
+
+/// The tiled schedule's kernel in one bench row (all the same bits but
+/// `Fma`'s, which has its own).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Tiled {
+    /// Not the tiled schedule.
+    No,
+    /// Tensor cores, per-key staged (`tN`).
+    PerKey,
+    /// Tensor cores, source-staged, ORBIT and fallback reading their keys'
+    /// case matrices (`sN`).
+    Staged,
+    /// The same decoding the layout per tile and key (`dN`).
+    StagedDecoding,
+    /// FMAs only (`fN`).
+    Fma,
+    /// The evaluator's defaults: staging chosen per plan, default widths.
+    Auto,
+}
+
+/// One bench row's schedule.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    name: &'static str,
+    schedule: List1Schedule,
+    batch: usize,
+    scratch: usize,
+    tiled: Tiled,
+    /// Target boxes per tile (`None`: the evaluator's defaults).
+    width: Option<usize>,
+}
+
+impl Run {
+    fn untiled(name: &'static str, schedule: List1Schedule, batch: usize, scratch: usize) -> Run {
+        Run {
+            name,
+            schedule,
+            batch,
+            scratch,
+            tiled: Tiled::No,
+            width: None,
+        }
+    }
+
+    fn tiled(name: &'static str, tiled: Tiled, width: Option<usize>) -> Run {
+        Run {
+            name,
+            schedule: List1Schedule::TargetTiled,
+            batch: 1,
+            scratch: DEFAULT_PAIR_SCRATCH_BYTES,
+            tiled,
+            width,
+        }
+    }
 }
 
 struct Config {
@@ -123,6 +182,9 @@ fn main() {
     let only = std::env::var("HIPKERN_BENCH_CONFIGS").ok();
     // A comma-separated subset of the schedules (b1 always runs).
     let sched_only = std::env::var("HIPKERN_BENCH_SCHEDULES").ok();
+    // A comma-separated subset of the layouts (dense always runs: its b1
+    // is the reference and its times the /dense column's).
+    let layout_only = std::env::var("HIPKERN_BENCH_LAYOUTS").ok();
     let t0 = Instant::now();
     let uni3 = BalancedTree::uniform(3, 5, &[0.0; 3], 1.0).unwrap();
     let rnd3 = random_tree(3, 1, 6, 0.3);
@@ -222,126 +284,39 @@ fn main() {
         let mut reference: Option<Vec<f64>> = None;
         // Per schedule: the per-target one at batch 1 and 32, the grouped
         // one with the default scratch bound and with 32 MiB (chunks whose
-        // pair products stay in L2).
-        // The tiled one at 64 (the default below q^d = 64), 32 and 128
-        // target boxes per tile. (name, schedule, batch, scratch, width)
-        let all_schedules = [
-            (
-                "b1",
-                List1Schedule::PerTarget,
-                1usize,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                64,
-            ),
-            (
-                "b32",
-                List1Schedule::PerTarget,
-                32,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                64,
-            ),
-            (
-                "grp",
-                List1Schedule::CaseGrouped,
-                1,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                64,
-            ),
-            ("grp32M", List1Schedule::CaseGrouped, 1, 32 << 20, 64),
-            (
-                "t64",
-                List1Schedule::TargetTiled,
-                1,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                64,
-            ),
-            (
-                "t32",
-                List1Schedule::TargetTiled,
-                1,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                32,
-            ),
-            (
-                "t128",
-                List1Schedule::TargetTiled,
-                1,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                128,
-            ),
-            (
-                "s64",
-                List1Schedule::TargetTiled,
-                2,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                64,
-            ),
-            (
-                "s32",
-                List1Schedule::TargetTiled,
-                2,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                32,
-            ),
-            (
-                "s128",
-                List1Schedule::TargetTiled,
-                2,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                128,
-            ),
-            (
-                "d64",
-                List1Schedule::TargetTiled,
-                3,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                64,
-            ),
-            (
-                "d32",
-                List1Schedule::TargetTiled,
-                3,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                32,
-            ),
-            (
-                "d128",
-                List1Schedule::TargetTiled,
-                3,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                128,
-            ),
-            (
-                "f64",
-                List1Schedule::TargetTiled,
-                0,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                64,
-            ),
-            (
-                "f32",
-                List1Schedule::TargetTiled,
-                0,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                32,
-            ),
-            (
-                "f128",
-                List1Schedule::TargetTiled,
-                0,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-                128,
-            ),
-        ];
+        // pair products stay in L2), the tiled one at 64, 32 and 128 target
+        // boxes per tile in each of its kernels, and auto (the evaluator's
+        // defaults: staging chosen per plan, default widths).
+        const S: usize = DEFAULT_PAIR_SCRATCH_BYTES;
+        use Tiled::*;
+        let tiled_runs = |kind: Tiled, prefix: &'static [&'static str; 3]| {
+            [64, 32, 128]
+                .into_iter()
+                .zip(prefix.iter())
+                .map(move |(w, &n)| Run::tiled(n, kind, Some(w)))
+        };
+        let all_schedules: Vec<Run> = [
+            Run::untiled("b1", List1Schedule::PerTarget, 1, S),
+            Run::untiled("b32", List1Schedule::PerTarget, 32, S),
+            Run::untiled("grp", List1Schedule::CaseGrouped, 1, S),
+            Run::untiled("grp32M", List1Schedule::CaseGrouped, 1, 32 << 20),
+        ]
+        .into_iter()
+        .chain(tiled_runs(PerKey, &["t64", "t32", "t128"]))
+        .chain(tiled_runs(Staged, &["s64", "s32", "s128"]))
+        .chain(tiled_runs(StagedDecoding, &["d64", "d32", "d128"]))
+        .chain(tiled_runs(Fma, &["f64", "f32", "f128"]))
+        .chain(std::iter::once(Run::tiled("auto", Auto, None)))
+        .collect();
         // b1 always runs first: it is the bitwise reference.
         let schedules: Vec<_> = all_schedules
             .iter()
             .copied()
-            .filter(|(n, ..)| {
-                *n == "b1"
+            .filter(|r| {
+                r.name == "b1"
                     || sched_only
                         .as_deref()
-                        .is_none_or(|o| o.split(',').any(|x| x == *n))
+                        .is_none_or(|o| o.split(',').any(|x| x == r.name))
             })
             .collect();
         let mut dense_ms = vec![0.0f64; schedules.len()];
@@ -353,6 +328,13 @@ fn main() {
             (List1Layout::Fallback, true, "fallback-res"),
         ];
         for (layout, resolved, name) in variants {
+            if layout != List1Layout::Dense
+                && layout_only
+                    .as_deref()
+                    .is_some_and(|o| !o.split(',').any(|x| x == name))
+            {
+                continue;
+            }
             let t0 = Instant::now();
             let mut payload = List1Payload::from_reduced(&view, layout).unwrap();
             if layout == List1Layout::Fallback && !resolved {
@@ -362,10 +344,13 @@ fn main() {
             let prep_s = t0.elapsed().as_secs_f64();
             assert_eq!(ev.fallback_resolved(), resolved, "{} {name}", cfg.name);
             let mut plan = ev.plan(&boxes).unwrap();
-            // The tiled kind the plan was made for: 1 per-key (FMA or
-            // tensor cores), 2 source-staged, 3 source-staged without key
-            // matrices.
-            let mut plan_kind = 1;
+            // The tiled kernel and width the plan was made for (the
+            // evaluator's defaults: auto).
+            let mut plan_kind = Some(Tiled::Auto);
+            let mut plan_width: Option<usize> = None;
+            // Wall time of the last plan (host tiling, uploads, key
+            // matrices expanded on the device).
+            let mut plan_s = 0.0;
             let up = ev.upload_bytes();
             let n_out = plan.n_targets() * nq;
             let mut out = device.alloc::<f64>(n_out).unwrap();
@@ -376,24 +361,27 @@ fn main() {
             let operand_bytes = 8.0 * (2.0 * pairs * (nq * nq) as f64 + points);
             let compulsory =
                 (up.total() + plan.upload_bytes() + 8 * cfg.tree.n_boxes() * nq + 8 * n_out) as f64;
-            for (bi, &(sched, schedule, batch, scratch, width)) in schedules.iter().enumerate() {
-                // batch 0 marks the tiled schedule with FMAs only, 2 its
-                // source-staged tensor-core kernel with key matrices (ORBIT
-                // and fallback), 3 the same decoding the layout per tile
-                // (all the same bits as 1's).
-                let tiled = schedule == List1Schedule::TargetTiled;
-                let kind = if batch >= 2 { batch } else { 1 };
-                ev.set_tiled_tensor_cores(batch != 0);
-                ev.set_tiled_source_staging(batch >= 2);
-                ev.set_tiled_key_matrices(batch == 2);
-                ev.set_target_batch_size(batch.max(1)).unwrap();
-                ev.set_schedule(schedule).unwrap();
-                let replan = tiled && (width != plan.targets_per_tile() || kind != plan_kind);
-                if scratch != ev.pair_scratch_bytes() || replan {
-                    ev.set_pair_scratch_bytes(scratch).unwrap();
-                    ev.set_targets_per_tile(width).unwrap();
+            for (bi, run) in schedules.iter().enumerate() {
+                let sched = run.name;
+                let tiled = run.schedule == List1Schedule::TargetTiled;
+                ev.set_tiled_tensor_cores(run.tiled != Fma);
+                ev.set_tiled_source_staging(match run.tiled {
+                    Staged | StagedDecoding => List1SourceStaging::On,
+                    Auto => List1SourceStaging::Auto,
+                    _ => List1SourceStaging::Off,
+                });
+                ev.set_tiled_key_matrices(run.tiled != StagedDecoding);
+                ev.set_target_batch_size(run.batch).unwrap();
+                ev.set_schedule(run.schedule).unwrap();
+                let replan = tiled && (Some(run.tiled) != plan_kind || run.width != plan_width);
+                if run.scratch != ev.pair_scratch_bytes() || replan {
+                    ev.set_pair_scratch_bytes(run.scratch).unwrap();
+                    ev.set_targets_per_tile(run.width).unwrap();
+                    let t0 = Instant::now();
                     plan = ev.plan(&boxes).unwrap();
-                    plan_kind = kind;
+                    plan_s = t0.elapsed().as_secs_f64();
+                    plan_kind = tiled.then_some(run.tiled);
+                    plan_width = run.width;
                 }
                 stream.fill(&mut out.as_slice_mut(), f64::NAN).unwrap();
                 let (ms, lo, hi, reps) = time_ms(&stream, || {
@@ -407,7 +395,7 @@ fn main() {
                     |r: &Vec<f64>| r.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
                 let reference_err = reference.as_ref().map_or(0.0, |r| max_relative(&got, r));
                 let same = match if tiled {
-                    &mut tiled_reference[usize::from(batch == 0)]
+                    &mut tiled_reference[usize::from(run.tiled == Fma)]
                 } else {
                     &mut reference
                 } {
@@ -440,14 +428,21 @@ fn main() {
                 if tiled {
                     eprintln!(
                         "{} {name} {sched}: {reference_err:.2e} from dense batch 1 (max-norm \
-                         relative), lanes busy {:.3}, {} tiles, at most {} sources per tile, \
-                         {} key matrices ({} B)",
+                         relative), {} at {} boxes per tile, lanes busy {:.3}, {} tiles, at \
+                         most {} sources per tile, {} key matrices ({} B), planned in {:.1} ms",
                         cfg.name,
+                        if plan.tiled_for_source_staging() {
+                            "source-staged"
+                        } else {
+                            "per-key"
+                        },
+                        plan.targets_per_tile(),
                         plan.n_pairs() as f64 / plan.tile_slots().max(1) as f64,
                         plan.target_tiles(),
                         plan.max_tile_sources(),
                         plan.key_matrices(),
-                        plan.key_matrix_bytes()
+                        plan.key_matrix_bytes(),
+                        plan_s * 1e3
                     );
                 }
                 if layout == List1Layout::Dense {
@@ -473,12 +468,12 @@ fn main() {
                     ms / dense_ms[bi]
                 );
                 json.push(format!(
-                    "{{\"config\":\"{}\",\"dim\":{dim},\"q\":{q},\"boxes\":{},\"pairs\":{},\"layout\":\"{}\",\"resolved\":{resolved},\"schedule\":\"{sched}\",\"chunks\":{},\"reps\":{reps},\"median_ms\":{ms:.6},\"min_ms\":{lo:.6},\"max_ms\":{hi:.6},\"ns_per_target_point\":{:.4},\"fma\":{fmas},\"fma_per_s\":{:.4e},\"operand_bytes\":{operand_bytes},\"operand_bytes_per_s\":{:.4e},\"compulsory_bytes\":{compulsory},\"compulsory_bytes_per_s\":{:.4e},\"copy_bandwidth_bytes_per_s\":{bw:.4e},\"table_bytes\":{},\"descriptor_bytes\":{},\"normalizer_bytes\":{},\"resolution_bytes\":{},\"plan_bytes\":{},\"ratio_to_dense\":{:.4},\"prepare_s\":{prep_s:.3},\"bitwise_equal_to_reference\":{same},\"relative_error_to_dense_b1\":{reference_err:.3e},\"tile_slots\":{}}}",
+                    "{{\"config\":\"{}\",\"dim\":{dim},\"q\":{q},\"boxes\":{},\"pairs\":{},\"layout\":\"{}\",\"resolved\":{resolved},\"schedule\":\"{sched}\",\"chunks\":{},\"reps\":{reps},\"median_ms\":{ms:.6},\"min_ms\":{lo:.6},\"max_ms\":{hi:.6},\"ns_per_target_point\":{:.4},\"fma\":{fmas},\"fma_per_s\":{:.4e},\"operand_bytes\":{operand_bytes},\"operand_bytes_per_s\":{:.4e},\"compulsory_bytes\":{compulsory},\"compulsory_bytes_per_s\":{:.4e},\"copy_bandwidth_bytes_per_s\":{bw:.4e},\"table_bytes\":{},\"descriptor_bytes\":{},\"normalizer_bytes\":{},\"resolution_bytes\":{},\"plan_bytes\":{},\"ratio_to_dense\":{:.4},\"prepare_s\":{prep_s:.3},\"bitwise_equal_to_reference\":{same},\"relative_error_to_dense_b1\":{reference_err:.3e},\"tile_slots\":{},\"targets_per_tile\":{},\"source_staged\":{},\"key_matrix_bytes\":{}}}",
                     cfg.name,
                     cfg.tree.n_boxes(),
                     plan.n_pairs(),
                     layout.name(),
-                    if schedule == List1Schedule::CaseGrouped { plan.grouped_chunks() } else { 0 },
+                    if run.schedule == List1Schedule::CaseGrouped { plan.grouped_chunks() } else { 0 },
                     ms * 1e6 / points,
                     fmas / s,
                     operand_bytes / s,
@@ -489,7 +484,10 @@ fn main() {
                     up.resolution,
                     plan.upload_bytes(),
                     ms / dense_ms[bi],
-                    if tiled { plan.tile_slots() } else { 0 }
+                    if tiled { plan.tile_slots() } else { 0 },
+                    if tiled { plan.targets_per_tile() } else { 0 },
+                    tiled && plan.tiled_for_source_staging(),
+                    if tiled { plan.key_matrix_bytes() } else { 0 }
                 ));
             }
         }
@@ -502,8 +500,10 @@ fn main() {
          chunk per 256 MiB of pair products; grp32M: 32 MiB chunks; t64/t32/t128: target-tiled, \
          64/32/128 boxes per tile on the FP64 tensor cores where the device has them, s64/s32/s128 \
          the same source-staged (ORBIT and fallback reading their keys' case matrices, expanded \
-         once per plan), d64/d32/d128 source-staged decoding the layout per tile, f64/f32/f128 the same with FMAs; keys in order: bitwise equal across layouts and widths, to rounding \
-         against b1)",
+         once per plan), d64/d32/d128 source-staged decoding the layout per tile, f64/f32/f128 \
+         per-key with FMAs, auto: the evaluator's defaults (staged or per-key by lanes busy, \
+         default widths); keys in order: bitwise equal across layouts, widths and kernels, to \
+         rounding against b1)",
         bw / 1e12
     );
     if let Ok(dir) = std::env::var("HIPKERN_BENCH_OUT") {

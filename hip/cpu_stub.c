@@ -156,3 +156,8 @@ int32_t hipkern_list1_expand_keys(const hipkern_list1_table *t, const uint32_t *
                                   int64_t n, double *out, void *s) {
   (void)t; (void)keys; (void)n; (void)out; (void)s; NT;
 }
+
+int32_t hipkern_list1_tiled_tensor_cores(int32_t *available) {
+  if (available) *available = 0;
+  NT;
+}

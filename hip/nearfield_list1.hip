@@ -2897,4 +2897,14 @@ int32_t hipkern_list1_expand_keys(const hipkern_list1_table *table, const uint32
   }
 }
 
+int32_t hipkern_list1_tiled_tensor_cores(int32_t *available) {
+  if (!available) return HIPKERN_ERROR_INVALID_ARGUMENT;
+#if defined(HIPKERN_L1_NVCC)
+  *available = mma_available() ? 1 : 0;
+#else
+  *available = 0;
+#endif
+  return HIPKERN_SUCCESS;
+}
+
 }  // extern "C"

@@ -27,11 +27,11 @@
 //! host validation gives the CPU evaluator's own errors for bad inputs.
 mod common;
 use hipkern::nearfield::{
-    default_targets_per_tile, evaluate_list1, BalancedTree, DenseOrbits, EntryQuadrature,
-    FallbackDescriptors, Kernel, List1Boxes, List1Evaluator, List1Layout, List1Payload,
-    List1ReducedTables, List1Schedule, List1Tables, NearFieldTable, OrbitDescriptors,
-    RandomTreeConfig, ReducedTable, DEFAULT_PAIR_SCRATCH_BYTES, MAX_GROUPED_MODES, MAX_TILED_MODES,
-    TILE_TARGET_CHOICES,
+    default_targets_per_tile, evaluate_list1, prefer_source_staged, BalancedTree, DenseOrbits,
+    EntryQuadrature, FallbackDescriptors, Kernel, List1Boxes, List1Evaluator, List1Layout,
+    List1Payload, List1ReducedTables, List1Schedule, List1SourceStaging, List1Tables,
+    NearFieldTable, OrbitDescriptors, RandomTreeConfig, ReducedTable, DEFAULT_PAIR_SCRATCH_BYTES,
+    DEFAULT_STAGED_TARGETS_PER_TILE, MAX_GROUPED_MODES, MAX_TILED_MODES, TILE_TARGET_CHOICES,
 };
 use hipkern::rng::SplitMix64;
 use hipkern::{Device, Stream};
@@ -213,7 +213,7 @@ fn staged_case(
         List1Evaluator::from_reduced(device, &List1ReducedTables::Scaled(&red), layout).unwrap();
     ev.set_schedule(List1Schedule::TargetTiled).unwrap();
     ev.set_targets_per_tile(32).unwrap();
-    ev.set_tiled_source_staging(true);
+    ev.set_tiled_source_staging(List1SourceStaging::On);
     let mut plan = ev.plan(&boxes).unwrap();
     let good = run_into(&ev, stream, &mut plan, &fd);
     let dense = red.to_dense().unwrap();
@@ -554,6 +554,7 @@ fn check_tiled(
 ) -> (Vec<f64>, f64) {
     ev.set_schedule(List1Schedule::TargetTiled).unwrap();
     ev.set_tiled_tensor_cores(tensor);
+    ev.set_tiled_source_staging(List1SourceStaging::Off);
     let arith = if tensor { "tensor" } else { "fma" };
     let mut first: Option<Vec<f64>> = None;
     let mut worst = 0.0f64;
@@ -564,6 +565,7 @@ fn check_tiled(
         ev.set_targets_per_tile(width).unwrap();
         let mut plan = ev.plan(boxes).unwrap();
         assert_eq!(plan.targets_per_tile(), width);
+        assert!(!plan.tiled_for_source_staging());
         assert!(plan.target_tiles() >= plan.n_targets().div_ceil(width));
         assert!(plan.tile_slots() >= plan.n_pairs());
         let out = run_into(ev, stream, &mut plan, fd);
@@ -581,21 +583,22 @@ fn check_tiled(
         if tensor {
             // The source-staged kernel: the same products in the same
             // order, so the same bits (or the same FMA fallback).
-            ev.set_tiled_source_staging(true);
-            // A plan cut for the per-key kernel is refused by name.
-            let mut scratch = ev.device().alloc::<f64>(out.len()).unwrap();
-            let e = ev
-                .evaluate_into(stream, &mut plan, fd, &mut scratch)
-                .unwrap_err()
-                .to_string();
-            assert!(e.contains("set_tiled_source_staging"), "{e}");
+            ev.set_tiled_source_staging(List1SourceStaging::On);
+            // A plan keeps the kernel it was cut for: the per-key plan
+            // still runs per key.
+            assert!(
+                same_bits(&run_into(ev, stream, &mut plan, fd), &out),
+                "{what} tiled {width}: the per-key plan changed with the evaluator's staging"
+            );
             // With the keys' case matrices expanded (the default for
             // ORBIT and the fallback) and reconstructed per tile.
             for key_matrices in [true, false] {
                 ev.set_tiled_key_matrices(key_matrices);
                 let mut staged_plan = ev.plan(boxes).unwrap();
                 assert!(staged_plan.tiled_for_source_staging());
-                let expanded = key_matrices && ev.layout() != List1Layout::Dense;
+                let expanded = key_matrices
+                    && ev.layout() != List1Layout::Dense
+                    && ev.tiled_tensor_cores_available();
                 assert_eq!(staged_plan.key_matrices() > 0, expanded);
                 assert_eq!(
                     staged_plan.key_matrix_bytes(),
@@ -617,7 +620,7 @@ fn check_tiled(
                 );
             }
             ev.set_tiled_key_matrices(true);
-            ev.set_tiled_source_staging(false);
+            ev.set_tiled_source_staging(List1SourceStaging::Off);
         }
         match &first {
             None => first = Some(out),
@@ -627,9 +630,47 @@ fn check_tiled(
             ),
         }
     }
-    ev.set_targets_per_tile(default_targets_per_tile(ev.n_modes()))
-        .unwrap();
-    (first.unwrap(), worst)
+    // Auto at the default widths takes the tiling that
+    // prefer_source_staged picks from the lanes busy of the two, and gives
+    // the same bits whichever it is.
+    ev.set_targets_per_tile(None).unwrap();
+    let first = first.unwrap();
+    let busy =
+        |p: &hipkern::nearfield::List1DevicePlan| p.n_pairs() as f64 / p.tile_slots().max(1) as f64;
+    let per_key = ev.plan(boxes).unwrap();
+    ev.set_tiled_source_staging(List1SourceStaging::On);
+    let staged = ev.plan(boxes).unwrap();
+    assert_eq!(staged.targets_per_tile(), DEFAULT_STAGED_TARGETS_PER_TILE);
+    ev.set_tiled_source_staging(List1SourceStaging::Auto);
+    let mut auto = ev.plan(boxes).unwrap();
+    let want_staged = tensor
+        && ev.tiled_tensor_cores_available()
+        && prefer_source_staged(busy(&per_key), busy(&staged));
+    assert_eq!(auto.tiled_for_source_staging(), want_staged, "{what} auto");
+    let chosen = if want_staged { &staged } else { &per_key };
+    assert_eq!(
+        (
+            auto.targets_per_tile(),
+            auto.target_tiles(),
+            auto.tile_slots()
+        ),
+        (
+            chosen.targets_per_tile(),
+            chosen.target_tiles(),
+            chosen.tile_slots()
+        ),
+        "{what} auto"
+    );
+    assert!(
+        same_bits(&run_into(ev, stream, &mut auto, fd), &first),
+        "{what} tiled {arith} auto (staged {want_staged}) differs from the per-key output"
+    );
+    eprintln!(
+        "{what} tiled {arith} auto: lanes busy per key {:.3}, staged {:.3}: staged {want_staged}",
+        busy(&per_key),
+        busy(&staged)
+    );
+    (first, worst)
 }
 
 /// Reduced tables of every kernel at `qs` on a random tree of `dim`, all

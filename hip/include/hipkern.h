@@ -707,6 +707,17 @@ int32_t hipkern_list1_expand_keys(const hipkern_list1_table *table, const uint32
                                   int64_t n_keys, double *key_matrices, void *stream);
 
 /**
+ * Whether hipkern_list1_evaluate_tiled takes the FP64 tensor cores on the
+ * calling thread's current device where its arithmetic allows them (AUTO,
+ * TENSOR_SOURCES): *available = 1 where every architecture of the build
+ * has them (sm_80 and later) and so does the device, else 0 (every AMD
+ * build; a device that cannot be queried). Where it is 0, TENSOR_SOURCES
+ * runs the FMA kernel and reads neither the source lists nor the key
+ * matrices: a caller choosing between the tiled kernels asks this first.
+ */
+int32_t hipkern_list1_tiled_tensor_cores(int32_t *available);
+
+/**
  * List 1, target-tiled: the value of hipkern_list1_evaluate to rounding,
  * one kernel on `stream`, one block per tile. Each box with a pair j of a
  * key adds, per key (ascending),

@@ -84,12 +84,30 @@ pub(super) fn evaluate(
     times.sort_by(f64::total_cmp);
     let median = times[REPEATS / 2];
     let line = format!(
-        "backend device ({}): layout {}, schedule {}, batch {batch}, uploaded {} bytes (values {}, \
+        "backend device ({}): layout {}, schedule {}{}, batch {batch}, uploaded {} bytes (values {}, \
          descriptors {}, normalizers {}, resolution {}) in {upload_seconds:.3} s; kernel median {median:.4} ms \
          of {REPEATS} (min {:.4}, max {:.4}), {:.3} ns per target point",
         device.properties().name,
         evaluator.layout(),
         evaluator.schedule(),
+        if evaluator.schedule() != List1Schedule::TargetTiled {
+            String::new()
+        } else {
+            format!(
+                " ({} tiles of {} boxes, {}, {} key matrices)",
+                plan.target_tiles(),
+                plan.targets_per_tile(),
+                match (
+                    evaluator.tiled_tensor_cores() && evaluator.tiled_tensor_cores_available(),
+                    plan.tiled_for_source_staging()
+                ) {
+                    (false, _) => "FMA",
+                    (true, false) => "tensor cores, per-key staged",
+                    (true, true) => "tensor cores, source-staged",
+                },
+                plan.key_matrices()
+            )
+        },
         bytes.total(),
         bytes.values,
         bytes.descriptors,

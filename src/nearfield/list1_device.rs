@@ -151,7 +151,7 @@ use super::list1::{
     TableShape,
 };
 use super::list1_grouping::{group_pairs, tile_capacity, GroupChunk, PairGrouping};
-use super::list1_tiling::tile_targets;
+use super::list1_tiling::{tile_targets, TargetTiling};
 use super::orbit::OrbitDescriptors;
 use super::reduced::ReducedTable;
 use super::table::NearFieldTable;
@@ -208,6 +208,76 @@ pub fn tile_source_bound(n_modes: usize, targets_per_tile: usize) -> usize {
     let k = n_modes.div_ceil(4) * 4;
     let row = 8 * if k % 8 == 4 { k } else { k + 4 };
     (4 * targets_per_tile).min((96 << 10) / row).max(160)
+}
+
+/// The default target boxes per tile of a source-staged plan: 32, the
+/// fastest staged width in every configuration of `benches/list1.rs` on
+/// the H200 and the H100 (3D q = 3 and q = 4 and 2D q = 4 uniform, 3D
+/// q = 3 random; commit 6128bc7): small tiles read few sources, so more
+/// tiles fit the source bound and run side by side.
+pub const DEFAULT_STAGED_TARGETS_PER_TILE: usize = 32;
+
+/// [`List1SourceStaging::Auto`] takes the source-staged tiles where their
+/// lanes busy (pairs over lane slots walked) is at least this fraction of
+/// the per-key tiles'. Measured on the H200 (commit 6128bc7): staged won
+/// at 0.91× the per-key lanes busy (3D q = 3 and q = 4 uniform at 32
+/// boxes), 1.00× (2D q = 4), and lost at 0.60× (3D q = 4 at 64 boxes) and
+/// below (0.30×; the random octree 0.18–0.26×).
+pub const STAGED_LANES_BUSY_RATIO: f64 = 0.85;
+
+/// Whether [`List1SourceStaging::Auto`] takes the source-staged tiles:
+/// their lanes busy at least [`STAGED_LANES_BUSY_RATIO`] times the
+/// per-key tiles' (each `pairs / slots`).
+pub fn prefer_source_staged(per_key_lanes_busy: f64, staged_lanes_busy: f64) -> bool {
+    staged_lanes_busy >= STAGED_LANES_BUSY_RATIO * per_key_lanes_busy
+}
+
+/// Which tensor-core kernel a target-tiled plan is cut for (module docs).
+/// Both give the same bits, so the choice changes the time alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum List1SourceStaging {
+    /// The per-key staged kernel: tiles cut at the width alone, each key's
+    /// case matrix and source rows staged per block.
+    Off,
+    /// The source-staged kernel: tiles cut at the width and at
+    /// [`tile_source_bound`], their sources loaded once per tile; ORBIT and
+    /// fallback plans carry their keys' case matrices where the tensor
+    /// cores run ([`List1Evaluator::set_tiled_key_matrices`]).
+    On,
+    /// Per plan (the default): where the tensor cores run
+    /// ([`List1Evaluator::tiled_tensor_cores_available`]), both tilings
+    /// are cut and the staged one is kept if [`prefer_source_staged`]
+    /// says so; elsewhere `Off`.
+    Auto,
+}
+
+impl List1SourceStaging {
+    /// `off`, `on` or `auto`.
+    pub fn name(self) -> &'static str {
+        match self {
+            List1SourceStaging::Off => "off",
+            List1SourceStaging::On => "on",
+            List1SourceStaging::Auto => "auto",
+        }
+    }
+}
+
+impl std::fmt::Display for List1SourceStaging {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for List1SourceStaging {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "off" => Ok(List1SourceStaging::Off),
+            "on" => Ok(List1SourceStaging::On),
+            "auto" => Ok(List1SourceStaging::Auto),
+            _ => bad(format!("source staging '{s}': expected off, on or auto")),
+        }
+    }
 }
 
 /// How the device schedules the work (module docs); both give the same
@@ -868,9 +938,14 @@ pub struct List1Evaluator {
     batch: usize,
     schedule: List1Schedule,
     pair_scratch_bytes: usize,
-    targets_per_tile: usize,
+    /// Set by [`List1Evaluator::set_targets_per_tile`]; `None`: the
+    /// defaults ([`default_targets_per_tile`] per key,
+    /// [`DEFAULT_STAGED_TARGETS_PER_TILE`] staged).
+    targets_per_tile: Option<usize>,
     tiled_tensor_cores: bool,
-    tiled_source_staging: bool,
+    /// `hipkern_list1_tiled_tensor_cores` on this device at upload.
+    tensor_cores_available: bool,
+    source_staging: List1SourceStaging,
     tiled_key_matrices: bool,
 }
 
@@ -887,6 +962,7 @@ impl std::fmt::Debug for List1Evaluator {
             .field("target_batch_size", &self.batch)
             .field("schedule", &self.schedule)
             .field("targets_per_tile", &self.targets_per_tile)
+            .field("source_staging", &self.source_staging)
             .finish()
     }
 }
@@ -1084,9 +1160,11 @@ impl List1DevicePlan {
         self.tiles.as_ref().map_or(0, |t| t.max_tile_sources)
     }
 
-    /// Whether the tiles were cut for the source-staged kernel (the
+    /// Whether the tiles were cut for the source-staged kernel (by the
     /// evaluator's [`List1Evaluator::set_tiled_source_staging`] when the
-    /// plan was made; false where the tiled schedule does not apply).
+    /// plan was made; false where the tiled schedule does not apply). The
+    /// tiled schedule runs a plan on the kernel it was cut for, where the
+    /// tensor cores are taken.
     pub fn tiled_for_source_staging(&self) -> bool {
         self.tiles.as_ref().is_some_and(|t| t.source_staged)
     }
@@ -1166,6 +1244,12 @@ impl List1Evaluator {
                 },
             },
         };
+        device.bind()?;
+        let mut available = 0i32;
+        // SAFETY: a valid out-pointer; the call reads the bound device.
+        check("hipkern_list1_tiled_tensor_cores", unsafe {
+            sys::hipkern_list1_tiled_tensor_cores(&mut available)
+        })?;
         Ok(List1Evaluator {
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             device: device.clone(),
@@ -1180,9 +1264,10 @@ impl List1Evaluator {
             batch: DEFAULT_TARGET_BATCH_SIZE,
             schedule: List1Schedule::default_for(payload.meta.nq),
             pair_scratch_bytes: DEFAULT_PAIR_SCRATCH_BYTES,
-            targets_per_tile: default_targets_per_tile(payload.meta.nq),
+            targets_per_tile: None,
             tiled_tensor_cores: true,
-            tiled_source_staging: false,
+            tensor_cores_available: available != 0,
+            source_staging: List1SourceStaging::Auto,
             tiled_key_matrices: true,
         })
     }
@@ -1318,17 +1403,28 @@ impl List1Evaluator {
     }
 
     /// Target boxes per tile of the target-tiled schedule in the plans this
-    /// evaluator makes (default [`default_targets_per_tile`]; a plan keeps
-    /// the width it was made with).
+    /// evaluator makes for the per-key kernels: the width set, else
+    /// [`default_targets_per_tile`] (a plan keeps the width it was made
+    /// with: [`List1DevicePlan::targets_per_tile`]).
     pub fn targets_per_tile(&self) -> usize {
         self.targets_per_tile
+            .unwrap_or_else(|| default_targets_per_tile(self.meta.nq))
+    }
+
+    /// The same for the source-staged kernel: the width set, else
+    /// [`DEFAULT_STAGED_TARGETS_PER_TILE`].
+    pub fn staged_targets_per_tile(&self) -> usize {
+        self.targets_per_tile
+            .unwrap_or(DEFAULT_STAGED_TARGETS_PER_TILE)
     }
 
     /// Sets the target boxes per tile (one of [`TILE_TARGET_CHOICES`]) for
-    /// plans made after this call. The device refuses a tile whose shared
-    /// memory exceeds its limit per block when it is evaluated.
-    pub fn set_targets_per_tile(&mut self, n: usize) -> Result<()> {
-        if !TILE_TARGET_CHOICES.contains(&n) {
+    /// plans made after this call, of every tiled kernel; `None` restores
+    /// the defaults. The device refuses a tile whose shared memory exceeds
+    /// its limit per block when it is evaluated.
+    pub fn set_targets_per_tile(&mut self, n: impl Into<Option<usize>>) -> Result<()> {
+        let n = n.into();
+        if let Some(n) = n.filter(|n| !TILE_TARGET_CHOICES.contains(n)) {
             return bad(format!(
                 "{n} target boxes per tile: must be one of {TILE_TARGET_CHOICES:?}"
             ));
@@ -1351,33 +1447,45 @@ impl List1Evaluator {
         self.tiled_tensor_cores = allow;
     }
 
-    /// Whether the tiled schedule's tensor-core kernel is the
-    /// source-staged one (default false; module docs).
-    pub fn tiled_source_staging(&self) -> bool {
-        self.tiled_source_staging
+    /// Whether this device and build run the tiled schedule on the FP64
+    /// tensor cores (`hipkern_list1_tiled_tensor_cores`: NVIDIA sm_80 and
+    /// later), where [`Self::tiled_tensor_cores`] allows it. Elsewhere the
+    /// FMA kernel runs every tiled plan.
+    pub fn tiled_tensor_cores_available(&self) -> bool {
+        self.tensor_cores_available
     }
 
-    /// Takes the source-staged tensor-core kernel (`true`) or the per-key
-    /// staged one (`false`, the default) where the tensor cores are taken:
-    /// each tile's source boxes loaded once into shared memory and each
-    /// warp reading its case-matrix fragments straight from the layout, no
-    /// barrier per key. The same products in the same order: the same bits.
-    /// Plans made after this call cut their tiles for it (at
-    /// [`tile_source_bound`]); the kernel refuses a plan made without.
-    /// Faster on uniform trees, slower on adaptive ones (module docs), so
-    /// not the default.
-    pub fn set_tiled_source_staging(&mut self, on: bool) {
-        self.tiled_source_staging = on;
+    /// Which tensor-core kernel the tiled plans are cut for (default
+    /// [`List1SourceStaging::Auto`]).
+    pub fn tiled_source_staging(&self) -> List1SourceStaging {
+        self.source_staging
+    }
+
+    /// Cuts the tiled plans made after this call for the source-staged
+    /// tensor-core kernel (`On`: each tile's source boxes loaded once into
+    /// shared memory, each warp reading its case-matrix fragments itself,
+    /// no barrier per key; tiles cut at [`tile_source_bound`] too), for the
+    /// per-key one (`Off`), or by plan (`Auto`, the default: the staged
+    /// tiles where their lanes busy holds up, as on uniform trees, the
+    /// per-key ones where they are cut short, as on adaptive trees; module
+    /// docs). A plan keeps the kernel it was cut for
+    /// ([`List1DevicePlan::tiled_for_source_staging`]). The same products
+    /// in the same order: the same bits, whichever is taken.
+    pub fn set_tiled_source_staging(&mut self, staging: List1SourceStaging) {
+        self.source_staging = staging;
     }
 
     /// Whether source-staged plans of an ORBIT or fallback table carry
-    /// their keys' case matrices (default true).
+    /// their keys' case matrices where the tensor cores run (default true).
     pub fn tiled_key_matrices(&self) -> bool {
         self.tiled_key_matrices
     }
 
     /// With `true` (the default), a plan made for the source-staged kernel
-    /// of an ORBIT or fallback table expands, once, the case matrix of each
+    /// of an ORBIT or fallback table, where the tensor cores run
+    /// ([`Self::tiled_tensor_cores`] and
+    /// [`Self::tiled_tensor_cores_available`]: the FMA kernel does not read
+    /// them), expands, once, the case matrix of each
     /// distinct key its tiles use (`hipkern_list1_expand_keys`: the
     /// layout's own entries, bit for bit) into a device buffer of
     /// [`List1DevicePlan::key_matrix_bytes`], and the kernel reads those as
@@ -1416,19 +1524,41 @@ impl List1Evaluator {
         };
         // Only the source-staged kernel needs its tiles' sources bounded;
         // the others keep full tiles.
-        let source_bound = if self.tiled_source_staging {
-            tile_source_bound(nq, self.targets_per_tile)
-        } else {
-            usize::MAX
-        };
-        let tiling = (nq <= MAX_TILED_MODES).then(|| {
-            tile_targets(
+        let cut = |staged: bool| {
+            let width = if staged {
+                self.staged_targets_per_tile()
+            } else {
+                self.targets_per_tile()
+            };
+            let bound = if staged {
+                tile_source_bound(nq, width)
+            } else {
+                usize::MAX
+            };
+            let t = tile_targets(
                 &hp.starts,
                 |j| key(j) as u32,
                 |j| hp.sources[j],
-                self.targets_per_tile,
-                source_bound,
-            )
+                width,
+                bound,
+            );
+            (t, staged)
+        };
+        let tensor = self.tiled_tensor_cores && self.tensor_cores_available;
+        let tiling = (nq <= MAX_TILED_MODES).then(|| match self.source_staging {
+            List1SourceStaging::Off => cut(false),
+            List1SourceStaging::On => cut(true),
+            List1SourceStaging::Auto if !tensor => cut(false),
+            List1SourceStaging::Auto => {
+                let per_key = cut(false);
+                let staged = cut(true);
+                let busy = |t: &TargetTiling| hp.sources.len() as f64 / t.slots().max(1) as f64;
+                if prefer_source_staged(busy(&per_key.0), busy(&staged.0)) {
+                    staged
+                } else {
+                    per_key
+                }
+            }
         });
         let grouping: PairGrouping = group_pairs(
             &hp.starts,
@@ -1439,8 +1569,8 @@ impl List1Evaluator {
         );
         // The source-staged kernel's key matrices (ORBIT and fallback).
         let key_matrices = match &tiling {
-            Some(t)
-                if self.tiled_source_staging
+            Some((t, true))
+                if tensor
                     && self.tiled_key_matrices
                     && self.layout != List1Layout::Dense
                     && !t.keys.is_empty() =>
@@ -1456,7 +1586,7 @@ impl List1Evaluator {
             + 4 * (grouping.tile_offsets.len()
                 + grouping.tile_keys.len()
                 + grouping.tile_pairs.len())
-            + tiling.as_ref().map_or(0, |t| {
+            + tiling.as_ref().map_or(0, |(t, _)| {
                 4 * (t.tile_targets.len()
                     + t.tile_key_offsets.len()
                     + t.keys.len()
@@ -1495,7 +1625,7 @@ impl List1Evaluator {
             },
             tiles: match tiling {
                 None => None,
-                Some(t) => Some(DeviceTiling {
+                Some((t, source_staged)) => Some(DeviceTiling {
                     targets_per_tile: t.targets_per_tile,
                     n_tiles: t.n_tiles(),
                     slots: t.slots(),
@@ -1503,7 +1633,7 @@ impl List1Evaluator {
                     tile_key_offsets: upload(d, &t.tile_key_offsets)?,
                     keys: upload(d, &t.keys)?,
                     key_pairs: upload(d, &t.key_pairs)?,
-                    source_staged: self.tiled_source_staging,
+                    source_staged,
                     max_tile_sources: t.max_tile_sources,
                     tile_source_offsets: upload(d, &t.tile_source_offsets)?,
                     tile_sources: upload(d, &t.tile_sources)?,
@@ -1810,12 +1940,13 @@ impl List1Evaluator {
         f: *const f64,
         out: *mut f64,
     ) -> Result<()> {
-        let arithmetic = if self.tiled_tensor_cores && self.tiled_source_staging {
-            sys::HIPKERN_LIST1_TILED_TENSOR_SOURCES
-        } else if self.tiled_tensor_cores {
-            sys::HIPKERN_LIST1_TILED_AUTO
-        } else {
+        // The kernel the plan's tiles were cut for.
+        let arithmetic = if !self.tiled_tensor_cores {
             sys::HIPKERN_LIST1_TILED_FMA
+        } else if plan.tiled_for_source_staging() {
+            sys::HIPKERN_LIST1_TILED_TENSOR_SOURCES
+        } else {
+            sys::HIPKERN_LIST1_TILED_AUTO
         };
         let Some(tiles) = plan.raw_tiles(arithmetic) else {
             return bad(format!(
@@ -1823,12 +1954,6 @@ impl List1Evaluator {
                 plan.nq
             ));
         };
-        if arithmetic == sys::HIPKERN_LIST1_TILED_TENSOR_SOURCES && !plan.tiled_for_source_staging()
-        {
-            return bad("the source-staged tiled kernel needs a plan made after \
-                 set_tiled_source_staging(true) (its tiles cut at tile_source_bound)"
-                .to_string());
-        }
         let t = self.raw_table();
         let p = plan.raw_pairs();
         self.device.bind()?;
@@ -1878,7 +2003,33 @@ impl List1Evaluator {
 
 #[cfg(test)]
 mod tests {
-    use super::key_matrix_index;
+    use super::{key_matrix_index, prefer_source_staged, List1SourceStaging};
+
+    #[test]
+    fn auto_staging_follows_the_measured_lanes_busy() {
+        // Lanes busy per key / staged on the H200's bench trees (6128bc7)
+        // and whether staged was faster there.
+        for (per_key, staged, faster) in [
+            (0.997, 0.909, true),  // 3D q = 3 and q = 4 uniform, 32 boxes
+            (0.996, 0.908, true),  // 3D q = 3 uniform, 64 boxes
+            (1.000, 1.000, true),  // 2D q = 4 uniform, 32 boxes
+            (0.996, 0.595, false), // 3D q = 4 uniform, 64 boxes
+            (0.994, 0.298, false), // 3D q = 4 uniform, 128 boxes
+            (0.633, 0.163, false), // 3D q = 3 random, 32 boxes
+            (0.551, 0.125, false), // 3D q = 3 random, 64 boxes
+        ] {
+            assert_eq!(
+                prefer_source_staged(per_key, staged),
+                faster,
+                "{per_key} {staged}"
+            );
+        }
+        for s in ["off", "on", "auto"] {
+            assert_eq!(s.parse::<List1SourceStaging>().unwrap().name(), s);
+        }
+        let e = "yes".parse::<List1SourceStaging>().unwrap_err().to_string();
+        assert!(e.contains("'yes'") && e.contains("off, on or auto"), "{e}");
+    }
 
     #[test]
     fn key_matrix_index_numbers_the_distinct_keys_in_order() {

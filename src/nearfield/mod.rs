@@ -246,10 +246,11 @@ pub use list1::{
     List1Pairs, List1Tables,
 };
 pub use list1_device::{
-    default_targets_per_tile, tile_source_bound, List1DevicePlan, List1Evaluator, List1Layout,
-    List1Payload, List1ReducedTables, List1Schedule, List1UploadBytes, DEFAULT_PAIR_SCRATCH_BYTES,
-    DEFAULT_TARGET_BATCH_SIZE, MAX_GROUPED_MODES, MAX_TARGET_BATCH_SIZE, MAX_TILED_MODES,
-    TILE_TARGET_CHOICES,
+    default_targets_per_tile, prefer_source_staged, tile_source_bound, List1DevicePlan,
+    List1Evaluator, List1Layout, List1Payload, List1ReducedTables, List1Schedule,
+    List1SourceStaging, List1UploadBytes, DEFAULT_PAIR_SCRATCH_BYTES,
+    DEFAULT_STAGED_TARGETS_PER_TILE, DEFAULT_TARGET_BATCH_SIZE, MAX_GROUPED_MODES,
+    MAX_TARGET_BATCH_SIZE, MAX_TILED_MODES, STAGED_LANES_BUSY_RATIO, TILE_TARGET_CHOICES,
 };
 pub use orbit::{OrbitDescriptors, OrbitSlot, GROUP_DERIVATIVE, GROUP_FLIPPABLE};
 pub use quadrature::{gauss_legendre, legendre_gauss_unit, q_points, MAX_QUAD_ORDER};
