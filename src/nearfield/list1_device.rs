@@ -83,39 +83,48 @@
 //!   per-axis code and rank-term tables in shared memory, so an entry is a
 //!   few table reads and the gather. It is the fastest schedule where the
 //!   boxes of a tile share their cases (a uniform region: 3D q = 3 dense
-//!   0.140 ms and ORBIT 0.163 ms against about 0.40 ms grouped on the
-//!   H200) and no faster, or slower, where they do not (the random adaptive
-//!   octrees of the bench in 3D: 15–85 % of the lane slots idle, up to
-//!   1.7× the grouped time for ORBIT), which is why it is not the default.
+//!   0.140 ms and ORBIT 0.163 ms per key, about 0.10 ms source-staged,
+//!   against about 0.40 ms grouped on the H200) and no faster, or slower,
+//!   where they do not (the random adaptive octrees of the bench in 3D:
+//!   15–85 % of the lane slots idle, up to 1.7× the grouped time for
+//!   ORBIT); it is not bitwise the CPU evaluator's either, so it is not the
+//!   default schedule.
 //! - The tiled schedule's source-staged tensor-core kernel
-//!   ([`List1Evaluator::set_tiled_source_staging`], opt-in): the per-key
-//!   staging above is most of that kernel's instructions (hardware
-//!   counters: 5 % of them tensor-core ops), and a tile's pairs read few
-//!   distinct source boxes (a uniform region's 4 × 4 × 4 targets read
-//!   6 × 6 × 6 sources, against 64 × 27 rows staged key by key). So the
-//!   plan also lists each tile's distinct sources (a plan made for this
-//!   kernel cuts a tile early where they would pass [`tile_source_bound`])
-//!   and each slot's position among them; the block loads the sources once per tile, pre-scaled,
-//!   resolves and checks 32 keys' slots at a time, and then every warp
-//!   walks those keys alone, with no barrier: its case-matrix fragments
-//!   read straight from the layout (the next key's while this key's
-//!   products run), its source fragments from the staged rows. Same
-//!   products in the same order as the per-key kernel: the same bits
-//!   (tested on an H100). Dense is 1.35× faster staged than per key at 3D
-//!   q = 3 on a uniform octree (0.103 against 0.139 ms on an H100), but
-//!   decoding ORBIT or the fallback in every warp of every tile for every
-//!   key cost more than it saved (ORBIT 0.19 ms staged against 0.155 ms
-//!   per key). So a staged plan of an ORBIT or fallback table carries its
+//!   ([`List1Evaluator::set_tiled_source_staging`]): the per-key staging
+//!   above is most of that kernel's instructions (hardware counters: 5 % of
+//!   them tensor-core ops), and a tile's pairs read few distinct source
+//!   boxes (a uniform region's 4 × 4 × 4 targets read 6 × 6 × 6 sources,
+//!   against 64 × 27 rows staged key by key). So a plan cut for it also
+//!   lists each tile's distinct sources (cutting a tile early where they
+//!   would pass [`tile_source_bound`]) and each slot's position among
+//!   them; the block loads the sources once per tile, pre-scaled, resolves
+//!   and checks 32 keys' slots at a time, and then every warp walks those
+//!   keys alone, with no barrier: its case-matrix fragments read straight
+//!   from the table (the next key's while this key's products run), its
+//!   source fragments from the staged rows. Same products in the same
+//!   order as the per-key kernel: the same bits (tested). Decoding ORBIT
+//!   or the fallback in every warp of every tile for every key costs more
+//!   than staging saves (ORBIT 0.19 ms staged against 0.157 ms per key,
+//!   H200), so a staged plan of an ORBIT or fallback table carries its
 //!   keys' case matrices ([`List1Evaluator::set_tiled_key_matrices`],
-//!   default on): each distinct key's `q^d × q^d` matrix expanded once,
-//!   on the device, from the layout (`hipkern_list1_expand_keys`, bit for
-//!   bit the layout's entries), and read as the dense table's rows are.
-//!   The table stays compact; the matrices take one per key the plan uses
-//!   (27 for a uniform octree's interior against the dense table's 139
-//!   cases). On adaptive trees the staged plans are poor (their tiles are
-//!   cut at [`tile_source_bound`]: 12.5 % of lane slots busy on the
-//!   bench's random octree against 55 % per key), so the kernel stays
-//!   opt-in.
+//!   default on, where the tensor cores run): each distinct key's
+//!   `q^d × q^d` matrix expanded once, on the device, from the layout
+//!   (`hipkern_list1_expand_keys`, bit for bit the layout's entries), and
+//!   read as the dense table's rows are. The table stays compact; the
+//!   matrices take one per key the plan uses (27, 157 KB, for a uniform
+//!   octree's interior against the dense table's 139 cases, 811 KB). On the
+//!   H200 at 3D q = 3 on the uniform octree (commit 6128bc7) dense takes
+//!   0.103 ms staged at 32 boxes per tile against 0.141 ms per key, ORBIT
+//!   0.104 ms, the fallback 0.103–0.105 ms: 2.7× the FP64 FMA floor. On
+//!   adaptive trees the staged tiles are cut at the source bound (16 % of
+//!   lane slots busy on the bench's random octree against 55–63 % per
+//!   key) and lose (0.373 against 0.245 ms). So the plan chooses
+//!   ([`List1SourceStaging::Auto`], the default): it cuts both tilings,
+//!   per key at [`default_targets_per_tile`] and staged at
+//!   [`DEFAULT_STAGED_TARGETS_PER_TILE`], and keeps the staged one where
+//!   its lanes busy is at least [`STAGED_LANES_BUSY_RATIO`] of the
+//!   other's ([`prefer_source_staged`]), where the tensor cores run. The
+//!   choice changes the time alone, never the bits.
 //!
 //! The per-target and grouped schedules compute every `acc_j(t)` as the
 //! same ordered sum and every target's sum in list order, so they give the
