@@ -1394,6 +1394,34 @@ fn gpu_tiled_source_staging_checks_its_slots() {
         }
     };
     let bad_box = tile_targets[tile * b + lane] as usize;
+    let where_is = |i: usize| {
+        tile_targets
+            .iter()
+            .position(|&x| x as usize == i)
+            .map(|p| (p / b, p % b))
+    };
+    let changed: Vec<String> = (0..good.len() / nq)
+        .filter(|&i| {
+            i != bad_box && !same_bits(&got[i * nq..(i + 1) * nq], &good[i * nq..(i + 1) * nq])
+        })
+        .map(|i| {
+            format!(
+                "box {i} (tile, lane) {:?}: got {:?}, good {:?}",
+                where_is(i),
+                &got[i * nq..(i + 1) * nq],
+                &good[i * nq..(i + 1) * nq]
+            )
+        })
+        .collect();
+    assert!(
+        changed.is_empty(),
+        "a moved slot (tile {tile}, key {e}, lane {lane}, box {bad_box}, slot {} -> {} of {n_src}): \
+         {} other boxes changed: {}",
+        slots[e * b + lane],
+        moved[e * b + lane],
+        changed.len(),
+        changed.iter().take(4).cloned().collect::<Vec<_>>().join("; ")
+    );
     for i in 0..good.len() / nq {
         expect_box(&got, i, i == bad_box, "a moved slot");
     }
