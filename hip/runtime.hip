@@ -145,6 +145,19 @@ int32_t hipkern_free_host(void *ptr) {
   HK_RT(hipHostFree(ptr));
 }
 
+// hipMemcpy and hipMemset run on the null stream and may return before
+// the device holds the data: a host-to-device copy from pageable memory
+// once the host buffer is staged (the DMA may still run), a device-to-
+// device copy or a memset at once. hipkern_stream_create's streams are
+// non-blocking, so a kernel launched on one right after would not wait
+// for them (seen: a kernel reading index arrays uploaded just before it,
+// partly old). So the synchronous calls end by synchronizing the null
+// stream: when they return, the bytes are there.
+static int32_t landed(hipError_t e) {
+  if (e != hipSuccess) return static_cast<int32_t>(e);
+  return static_cast<int32_t>(hipStreamSynchronize(nullptr));
+}
+
 static bool hipkern_copy_kind(hipkern_memcpy_kind kind, hipMemcpyKind *out) {
   switch (kind) {
     case HIPKERN_MEMCPY_HOST_TO_DEVICE: *out = hipMemcpyHostToDevice; return true;
@@ -159,7 +172,7 @@ int32_t hipkern_memcpy(void *dst, const void *src, size_t bytes, hipkern_memcpy_
   if (!hipkern_copy_kind(kind, &k)) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (bytes == 0) return HIPKERN_SUCCESS;
   if (!dst || !src) return HIPKERN_ERROR_INVALID_ARGUMENT;
-  HK_RT(hipMemcpy(dst, src, bytes, k));
+  return landed(hipMemcpy(dst, src, bytes, k));
 }
 
 int32_t hipkern_memcpy_async(void *dst, const void *src, size_t bytes, hipkern_memcpy_kind kind,
@@ -174,7 +187,7 @@ int32_t hipkern_memcpy_async(void *dst, const void *src, size_t bytes, hipkern_m
 int32_t hipkern_memset(void *dst, int32_t value, size_t bytes) {
   if (bytes == 0) return HIPKERN_SUCCESS;
   if (!dst) return HIPKERN_ERROR_INVALID_ARGUMENT;
-  HK_RT(hipMemset(dst, value, bytes));
+  return landed(hipMemset(dst, value, bytes));
 }
 
 int32_t hipkern_memset_async(void *dst, int32_t value, size_t bytes, void *stream) {

@@ -148,6 +148,51 @@ fn copies_round_trip_for_0_1_odd_and_1gib() {
     assert!(d.take_free_errors().is_empty());
 }
 
+/// The synchronous copies and memset have landed when they return: a
+/// stream of hipkern's (non-blocking, so not ordered after the null stream
+/// those calls use) copies the tail of the buffer right after, and must see
+/// the new values. The failure this guards against is a race (a pageable
+/// upload's last DMA still running: seen once as a kernel reading stale
+/// index arrays), so the test repeats it with fresh values; it can pass by
+/// luck where the bug is, never fail where it is not.
+#[test]
+#[ignore = "needs a GPU"]
+fn synchronous_copies_have_landed_for_other_streams() {
+    let d = gpu();
+    let s = d.new_stream().unwrap();
+    let n = 64usize << 20; // 256 MiB of u32: staged in many chunks
+    let tail = 1 << 16;
+    let mut buf = d.alloc::<u32>(n).unwrap();
+    let mut copy = d.alloc::<u32>(tail).unwrap();
+    let seed = fresh_seed();
+    for round in 0..8u64 {
+        let host = random_u32(n, seed ^ round);
+        buf.copy_from_host(&host).unwrap();
+        s.copy_dtod_async(&buf.slice(n - tail..).unwrap(), &mut copy.as_slice_mut())
+            .unwrap();
+        s.synchronize().unwrap();
+        let got = copy.to_vec().unwrap();
+        let stale = got
+            .iter()
+            .zip(&host[n - tail..])
+            .filter(|(a, b)| a != b)
+            .count();
+        assert_eq!(
+            stale, 0,
+            "round {round}: {stale} of the last {tail} values not yet uploaded"
+        );
+        buf.memset_zero().unwrap();
+        s.copy_dtod_async(&buf.slice(n - tail..).unwrap(), &mut copy.as_slice_mut())
+            .unwrap();
+        s.synchronize().unwrap();
+        assert!(
+            copy.to_vec().unwrap().iter().all(|&x| x == 0),
+            "round {round}: the memset had not landed"
+        );
+    }
+    assert!(d.take_free_errors().is_empty());
+}
+
 #[test]
 #[ignore = "needs a GPU"]
 fn length_mismatch_and_bad_ranges_are_errors() {

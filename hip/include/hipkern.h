@@ -110,12 +110,16 @@ typedef enum hipkern_memcpy_kind {
   HIPKERN_MEMCPY_DEVICE_TO_DEVICE = 3
 } hipkern_memcpy_kind;
 
-/** Synchronous copy of `bytes` bytes. */
+/**
+ * Synchronous copy of `bytes` bytes: when it returns, the bytes are at
+ * `dst` (for every kind, so work on any stream, blocking or not, sees
+ * them).
+ */
 int32_t hipkern_memcpy(void *dst, const void *src, size_t bytes, hipkern_memcpy_kind kind);
 /** Copy ordered on `stream`; host memory must stay valid until the stream passes it. */
 int32_t hipkern_memcpy_async(void *dst, const void *src, size_t bytes, hipkern_memcpy_kind kind,
                              void *stream);
-/** Sets `bytes` bytes of device memory to the byte `value`. */
+/** Sets `bytes` bytes of device memory to the byte `value`; done when it returns. */
 int32_t hipkern_memset(void *dst, int32_t value, size_t bytes);
 int32_t hipkern_memset_async(void *dst, int32_t value, size_t bytes, void *stream);
 
