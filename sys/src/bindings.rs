@@ -140,7 +140,7 @@ pub const HIPKERN_MEMCPY_DEVICE_TO_HOST: hipkern_memcpy_kind = 2;
 pub const HIPKERN_MEMCPY_DEVICE_TO_DEVICE: hipkern_memcpy_kind = 3;
 pub type hipkern_memcpy_kind = ::core::ffi::c_uint;
 unsafe extern "C" {
-    #[doc = " Synchronous copy of `bytes` bytes."]
+    #[doc = " Synchronous copy of `bytes` bytes: when it returns, the bytes are at\n `dst` (for every kind, so work on any stream, blocking or not, sees\n them)."]
     pub fn hipkern_memcpy(
         dst: *mut ::core::ffi::c_void,
         src: *const ::core::ffi::c_void,
@@ -159,7 +159,7 @@ unsafe extern "C" {
     ) -> i32;
 }
 unsafe extern "C" {
-    #[doc = " Sets `bytes` bytes of device memory to the byte `value`."]
+    #[doc = " Sets `bytes` bytes of device memory to the byte `value`; done when it returns."]
     pub fn hipkern_memset(dst: *mut ::core::ffi::c_void, value: i32, bytes: usize) -> i32;
 }
 unsafe extern "C" {
