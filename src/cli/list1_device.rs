@@ -84,7 +84,7 @@ pub(super) fn evaluate(
     times.sort_by(f64::total_cmp);
     let median = times[REPEATS / 2];
     let line = format!(
-        "backend device ({}): layout {}, schedule {}{}, batch {batch}, uploaded {} bytes (values {}, \
+        "backend device ({}): layout {}, schedule {},{} batch {batch}, uploaded {} bytes (values {}, \
          descriptors {}, normalizers {}, resolution {}) in {upload_seconds:.3} s; kernel median {median:.4} ms \
          of {REPEATS} (min {:.4}, max {:.4}), {:.3} ns per target point",
         device.properties().name,
@@ -94,7 +94,7 @@ pub(super) fn evaluate(
             String::new()
         } else {
             format!(
-                " ({} tiles of {} boxes, {}, {} key matrices)",
+                " {} tiles of {} boxes ({}, {} key matrices),",
                 plan.target_tiles(),
                 plan.targets_per_tile(),
                 match (
