@@ -346,7 +346,7 @@ fn main() {
             let mut plan = ev.plan(&boxes).unwrap();
             // The tiled kernel and width the plan was made for (the
             // evaluator's defaults: auto).
-            let mut plan_kind = Some(Tiled::Auto);
+            let mut plan_kind = Tiled::Auto;
             let mut plan_width: Option<usize> = None;
             // Wall time of the last plan (host tiling, uploads, key
             // matrices expanded on the device).
@@ -373,14 +373,14 @@ fn main() {
                 ev.set_tiled_key_matrices(run.tiled != StagedDecoding);
                 ev.set_target_batch_size(run.batch).unwrap();
                 ev.set_schedule(run.schedule).unwrap();
-                let replan = tiled && (Some(run.tiled) != plan_kind || run.width != plan_width);
+                let replan = tiled && (run.tiled != plan_kind || run.width != plan_width);
                 if run.scratch != ev.pair_scratch_bytes() || replan {
                     ev.set_pair_scratch_bytes(run.scratch).unwrap();
                     ev.set_targets_per_tile(run.width).unwrap();
                     let t0 = Instant::now();
                     plan = ev.plan(&boxes).unwrap();
                     plan_s = t0.elapsed().as_secs_f64();
-                    plan_kind = tiled.then_some(run.tiled);
+                    plan_kind = run.tiled;
                     plan_width = run.width;
                 }
                 stream.fill(&mut out.as_slice_mut(), f64::NAN).unwrap();
@@ -437,7 +437,7 @@ fn main() {
                             "per-key"
                         },
                         plan.targets_per_tile(),
-                        plan.n_pairs() as f64 / plan.tile_slots().max(1) as f64,
+                        plan.tiled_lanes_busy(),
                         plan.target_tiles(),
                         plan.max_tile_sources(),
                         plan.key_matrices(),

@@ -577,7 +577,7 @@ fn check_tiled(
         eprintln!(
             "{what} tiled {arith} {width}: rel err {err:.2e}, {} tiles, lanes busy {:.3}",
             plan.target_tiles(),
-            plan.n_pairs() as f64 / plan.tile_slots().max(1) as f64
+            plan.tiled_lanes_busy()
         );
         worst = worst.max(err);
         if tensor {
@@ -635,8 +635,7 @@ fn check_tiled(
     // the same bits whichever it is.
     ev.set_targets_per_tile(None).unwrap();
     let first = first.unwrap();
-    let busy =
-        |p: &hipkern::nearfield::List1DevicePlan| p.n_pairs() as f64 / p.tile_slots().max(1) as f64;
+    let busy = hipkern::nearfield::List1DevicePlan::tiled_lanes_busy;
     let per_key = ev.plan(boxes).unwrap();
     ev.set_tiled_source_staging(List1SourceStaging::On);
     let staged = ev.plan(boxes).unwrap();

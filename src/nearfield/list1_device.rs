@@ -160,7 +160,7 @@ use super::list1::{
     TableShape,
 };
 use super::list1_grouping::{group_pairs, tile_capacity, GroupChunk, PairGrouping};
-use super::list1_tiling::{tile_targets, TargetTiling};
+use super::list1_tiling::{lanes_busy, tile_targets};
 use super::orbit::OrbitDescriptors;
 use super::reduced::ReducedTable;
 use super::table::NearFieldTable;
@@ -1156,10 +1156,16 @@ impl List1DevicePlan {
     }
 
     /// The target-tiled schedule's lane slots (keys × lanes summed over the
-    /// tiles): its work in units of one pair. `n_pairs() / tile_slots()` is
-    /// the share of lanes busy per key (1 for a uniform tree's interior).
+    /// tiles): its work in units of one pair ([`Self::tiled_lanes_busy`]).
     pub fn tile_slots(&self) -> usize {
         self.tiles.as_ref().map_or(0, |t| t.slots)
+    }
+
+    /// `n_pairs() / tile_slots()`: the share of the tiled schedule's lane
+    /// slots that hold a pair (1 for a uniform tree's interior; what
+    /// [`List1SourceStaging::Auto`] compares).
+    pub fn tiled_lanes_busy(&self) -> f64 {
+        lanes_busy(self.n_pairs, self.tile_slots())
     }
 
     /// The most distinct source boxes of one tile of the tiled schedule
@@ -1534,15 +1540,11 @@ impl List1Evaluator {
         // Only the source-staged kernel needs its tiles' sources bounded;
         // the others keep full tiles.
         let cut = |staged: bool| {
-            let width = if staged {
-                self.staged_targets_per_tile()
+            let (width, bound) = if staged {
+                let w = self.staged_targets_per_tile();
+                (w, tile_source_bound(nq, w))
             } else {
-                self.targets_per_tile()
-            };
-            let bound = if staged {
-                tile_source_bound(nq, width)
-            } else {
-                usize::MAX
+                (self.targets_per_tile(), usize::MAX)
             };
             let t = tile_targets(
                 &hp.starts,
@@ -1561,8 +1563,11 @@ impl List1Evaluator {
             List1SourceStaging::Auto => {
                 let per_key = cut(false);
                 let staged = cut(true);
-                let busy = |t: &TargetTiling| hp.sources.len() as f64 / t.slots().max(1) as f64;
-                if prefer_source_staged(busy(&per_key.0), busy(&staged.0)) {
+                let pairs = hp.sources.len();
+                if prefer_source_staged(
+                    lanes_busy(pairs, per_key.0.slots()),
+                    lanes_busy(pairs, staged.0.slots()),
+                ) {
                     staged
                 } else {
                     per_key

@@ -57,6 +57,12 @@ impl TargetTiling {
     }
 }
 
+/// The lanes busy of tiles walking `slots` lane slots for `pairs` pairs:
+/// the fraction of the device's lane work that is a pair.
+pub(crate) fn lanes_busy(pairs: usize, slots: usize) -> f64 {
+    pairs as f64 / slots.max(1) as f64
+}
+
 const NONE: u32 = u32::MAX;
 
 /// Tiles the targets of CSR `starts` (`n_targets + 1` offsets; pair `j` of
