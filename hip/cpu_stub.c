@@ -13,6 +13,7 @@ int32_t hipkern_abi_version(void) { return HIPKERN_ABI_VERSION; }
 const char *hipkern_platform(void) { return "cpu"; }
 const char *hipkern_compiled_archs(void) { return ""; }
 int32_t hipkern_runtime_version(int32_t *v) { if (v) *v = 0; NT; }
+int32_t hipkern_build_runtime_version(void) { return 0; }
 int32_t hipkern_driver_version(int32_t *v) { if (v) *v = 0; NT; }
 
 const char *hipkern_error_name(int32_t s) {

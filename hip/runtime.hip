@@ -16,6 +16,14 @@ int32_t hipkern_abi_version(void) { return HIPKERN_ABI_VERSION; }
 const char *hipkern_platform(void) { return HIPKERN_BUILD_PLATFORM; }
 const char *hipkern_compiled_archs(void) { return HIPKERN_BUILD_ARCHS; }
 
+int32_t hipkern_build_runtime_version(void) {
+#if defined(HIPKERN_PORT_CUDA)
+  return CUDART_VERSION;
+#else
+  return HIP_VERSION;
+#endif
+}
+
 int32_t hipkern_runtime_version(int32_t *version) {
   if (!version) return HIPKERN_ERROR_INVALID_ARGUMENT;
   int v = 0;

@@ -5,9 +5,11 @@
 #
 #   scripts/build-c-example.sh [--run] [nvidia|amd|cpu ...]
 #
-# For each platform: `cargo build --release -p hipkern-sys` (the nvidia and
-# amd toolchains from .toolchain/env-*.sh; scripts/install-toolchain.sh is
-# run first when that file is missing) into ${CARGO_TARGET_PREFIX:-target/}<platform>; the
+# For each platform: `cargo build --release -p hipkern-sys` (nvidia: the
+# toolchain of .toolchain/env-nvidia.sh, installed first when missing; amd:
+# ROCm's hipcc inside the ROCm root, entered through scripts/in-rocm-root.sh
+# unless already inside, ROCm ${HIPKERN_ROCM:-6.4}) into $CARGO_TARGET_DIR when set,
+# else ${CARGO_TARGET_PREFIX:-target/}<platform>; the
 # build-script-executed message of that build gives libhipkern_kernels.a's
 # folder (hipkern-sys's OUT_DIR) and the libraries it links (nvidia: static
 # cudart, dl, rt, pthread, stdc++; amd: amdhip64, stdc++). The program is
@@ -26,7 +28,7 @@ for a in "$@"; do
   case "$a" in
     --run) run=1 ;;
     nvidia|amd|cpu) platforms+=("$a") ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "build-c-example: unknown argument '$a' (expected --run, nvidia, amd, cpu)" >&2; exit 2 ;;
   esac
 done
@@ -59,17 +61,23 @@ print(" ".join(args))
 }
 
 for p in "${platforms[@]}"; do
+  if [ "$p" = amd ] && [ -z "${HIPKERN_ROCM_ROOT:-}" ]; then
+    flags=(); [ $run = 1 ] && flags=(--run)
+    "$ROOT/scripts/in-rocm-root.sh" --rocm "${HIPKERN_ROCM:-6.4}" \
+      "$ROOT/scripts/build-c-example.sh" "${flags[@]}" amd
+    continue
+  fi
   (
     case "$p" in
-      nvidia|amd)
-        env_file="$ROOT/.toolchain/env-$p.sh"
-        # Installed only when missing (the installer rewrites both env files).
-        if [ ! -f "$env_file" ]; then "$ROOT/scripts/install-toolchain.sh" "--${p/nvidia/cuda}" >/dev/null; fi
+      nvidia)
+        env_file="$ROOT/.toolchain/env-nvidia.sh"
+        if [ ! -f "$env_file" ]; then "$ROOT/scripts/install-toolchain.sh" --cuda >/dev/null; fi
         # shellcheck disable=SC1090
         . "$env_file" ;;
+      amd) ;;  # inside the ROCm root: HIPKERN_PLATFORM=amd, HIPCC=hipcc already
       cpu) export HIPKERN_PLATFORM=cpu ;;
     esac
-    export CARGO_TARGET_DIR="$ROOT/${CARGO_TARGET_PREFIX:-target/}$p"
+    export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/${CARGO_TARGET_PREFIX:-target/}$p}"
     echo "=== $p: cargo build --release -p hipkern-sys (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
     json="$(cargo build --release -p hipkern-sys --message-format=json)"
     libs="$(echo "$json" | link_args)"

@@ -5,7 +5,7 @@
 # and the List 1 device test binary, with a runner, .device/l1/run.sh, for
 # the GPU machine (the CLI's device tests, tests/cli_nearfield.rs, need the
 # program too and go in another call: scripts/device-tests.sh builds
-# them). There it runs the tests with --include-ignored, then the bench on
+# them). There it runs the tests (plain, as `cargo test` does), then the bench on
 # the configurations and
 # schedules in HIPKERN_BENCH_CONFIGS / HIPKERN_BENCH_SCHEDULES (defaults:
 # the 3D q = 3 and q = 4 uniform and 3D q = 3 random trees, 2D q = 4
@@ -32,7 +32,7 @@ out="${OUT:-$PWD/out}"; mkdir -p "$out"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
 echo "commit $(cat COMMIT)"
 for t in nearfield_list1_device-test; do
-  timeout 280 "./$t" --include-ignored --test-threads=1 > "$out/$t.txt" 2>&1
+  timeout 280 "./$t" --test-threads=1 > "$out/$t.txt" 2>&1
   echo "$t: rc $? $(grep -E '^test result:' "$out/$t.txt" | tail -1)"
   grep -E 'panicked|FAILED' "$out/$t.txt" | head -5
 done

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the nvidia-platform test binaries (release) into .device/ with a
-# runner, .device/run-tests.sh, that executes each with --include-ignored
-# and ends with one summary line. Copy .device/ to a GPU machine (it needs
+# runner, .device/run-tests.sh, that executes each as plain `cargo test`
+# would (on a device build the gpu_* tests are not ignored) and ends with
+# one summary line. Copy .device/ to a GPU machine (it needs
 # only the NVIDIA driver: cudart is linked statically) and run:
 #     .device/run-tests.sh
 set -euo pipefail
@@ -15,7 +16,7 @@ cargo build --release --bin hipkern 2>/dev/null
 cp "$CARGO_TARGET_DIR/release/hipkern" .device/hipkern
 cat > .device/run-tests.sh <<'RUN'
 #!/usr/bin/env bash
-# Runs every test binary here with --include-ignored; last line: summary.
+# Runs every test binary here as `cargo test` does; last line: summary.
 cd "$(dirname "${BASH_SOURCE[0]}")"
 # The CLI tests run this copy of the program (their built-in path is this machine's).
 export HIPKERN_BIN="$PWD/hipkern"
@@ -24,7 +25,7 @@ cd tests
 pass=0; fail=0; ign=0; bad=()
 for t in *; do
   echo "=== $t"
-  out="$(./"$t" --include-ignored --test-threads=1 2>&1)"; rc=$?
+  out="$(./"$t" --test-threads=1 2>&1)"; rc=$?
   echo "$out"
   line="$(echo "$out" | grep -E '^test result:' | tail -1)"
   p=$(echo "$line" | sed -nE 's/.* ([0-9]+) passed.*/\1/p'); f=$(echo "$line" | sed -nE 's/.* ([0-9]+) failed.*/\1/p')

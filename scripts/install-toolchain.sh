@@ -1,35 +1,40 @@
 #!/usr/bin/env bash
-# Installs the GPU toolchains hipkern builds with, into .toolchain/ of the
-# repository (nothing system-wide except Debian packages through apt).
+# Installs the GPU toolchains hipkern builds with, without touching the
+# host's own compilers (the only system-wide change is Debian packages
+# through apt: mmdebstrap, libclang).
 #
-#   scripts/install-toolchain.sh [--cuda] [--amd] [--bindgen]   (default: all)
+#   scripts/install-toolchain.sh [--cuda] [--rocm] [--rocm7] [--bindgen]
+#                                (default: --cuda --rocm --bindgen)
 #
 # Idempotent: each part checks for its own stamp file and skips when present.
-# The build does not look into .toolchain/ by itself (a plain `cargo build`
-# on a machine with nothing installed is the cpu platform): source
-# .toolchain/env-nvidia.sh or .toolchain/env-amd.sh, or export what they set.
+# The build does not look for these by itself (a plain `cargo build` on a
+# machine with nothing installed is the cpu platform): source
+# .toolchain/env-nvidia.sh, or run commands in a ROCm root with
+# scripts/in-rocm-root.sh.
 #
-# Sources (see ../shared/TOOLCHAINS.md):
-#   --cuda     CUDA 13.0 from PyPI into .toolchain/cuda (matches the H200's
-#              driver 580; nvvm pinned, or ptxas rejects the PTX).
-#   --amd      Debian 12's clang-19 (HIP compiler), HIP 5.2 headers and
-#              libamdhip64; device libraries from Debian 13's
-#              rocm-device-libs-17, fetched with a private apt state, plus
-#              generated oclc_isa_version_120{0,1}.bc, into .toolchain/amdgcn.
+# Sources (see docs/toolchains.md):
+#   --cuda     CUDA 13.0 from PyPI into .toolchain/cuda (matches the GPU
+#              machines' driver 580; nvvm pinned, or ptxas rejects the PTX).
+#   --rocm     ROCm 6.4's HIP userland from Debian sid (hipcc 7.0.2, clang 21,
+#              libamdhip64.so.6) in a root made by mmdebstrap from this
+#              machine's own Debian mirror, kept under ~/.cache/hipkern/roots.
+#   --rocm7    ROCm 7.2's (hipcc 7.2.4, clang 22, libamdhip64.so.7) from
+#              Debian experimental, likewise.
 #   --bindgen  libclang for the `bindgen` feature.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TC="$ROOT/.toolchain"
-want_cuda=0 want_amd=0 want_bindgen=0
-if [ $# -eq 0 ]; then want_cuda=1 want_amd=1 want_bindgen=1; fi
+want_cuda=0 want_rocm=0 want_rocm7=0 want_bindgen=0
+if [ $# -eq 0 ]; then want_cuda=1 want_rocm=1 want_bindgen=1; fi
 for a in "$@"; do
   case "$a" in
     --cuda) want_cuda=1 ;;
-    --amd) want_amd=1 ;;
+    --rocm) want_rocm=1 ;;
+    --rocm7) want_rocm7=1 ;;
     --bindgen) want_bindgen=1 ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    *) echo "install-toolchain: unknown option '$a' (expected --cuda, --amd, --bindgen)" >&2; exit 2 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    *) echo "install-toolchain: unknown option '$a' (expected --cuda, --rocm, --rocm7, --bindgen)" >&2; exit 2 ;;
   esac
 done
 
@@ -84,48 +89,13 @@ if [ $want_cuda = 1 ]; then
   fi
 fi
 
-if [ $want_amd = 1 ]; then
-  apt_install clang-19 lld-19 clang-tools-19 libamdhip64-dev llvm-19
-  DL="$TC/amdgcn/bitcode"
-  if [ -f "$TC/amdgcn/.stamp" ]; then
-    echo "amd: present ($DL)"
-  else
-    echo "amd: fetching Debian 13 rocm-device-libs-17 with a private apt state"
-    work="$TC/amdgcn/apt"
-    rm -rf "$TC/amdgcn"; mkdir -p "$work/lists/partial" "$work/cache/archives/partial" "$work/parts" "$DL"
-    mirror="$(debian_mirror)"
-    cat >"$work/parts/trixie.sources" <<EOF
-Types: deb
-URIs: $mirror
-Suites: trixie
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-    aptopts=(-oDir::Etc::SourceList=/dev/null -oDir::Etc::SourceParts="$work/parts"
-             -oDir::State::Lists="$work/lists" -oDir::Cache="$work/cache"
-             -oAPT::Architecture=amd64 -oAPT::Architectures=amd64)
-    apt-get "${aptopts[@]}" update -qq
-    (cd "$work" && apt-get -qq "${aptopts[@]}" download rocm-device-libs-17 2>&1 | grep -v unsandboxed || true)
-    deb="$(ls "$work"/rocm-device-libs-17_*.deb)"
-    want_sha=fa10f0f5be5269c715492e4e3d3816f956a4d8b9098443d54052d351cfda9213
-    got_sha="$(sha256sum "$deb" | cut -d' ' -f1)"
-    if [ "$got_sha" != "$want_sha" ]; then
-      echo "install-toolchain: $deb has sha256 $got_sha, expected $want_sha" >&2; exit 1
-    fi
-    dpkg-deb -x "$deb" "$work/x"
-    cp "$work"/x/usr/lib/llvm-17/lib/clang/17/amdgcn/bitcode/*.bc "$DL/"
-    # gfx1200/gfx1201 need oclc_isa_version_120N.bc, which is one constant.
-    for v in 1200 1201; do
-      cat >"$work/isa$v.ll" <<EOF
-target datalayout = "e-p:64:64-p1:64:64-p2:32:32-p3:32:32-p4:64:64-p5:32:32-p6:32:32-p7:160:256:256:32-p8:128:128-p9:192:256:256:32-i64:64-v16:16-v24:32-v32:32-v48:64-v96:128-v192:256-v256:256-v512:512-v1024:1024-v2048:2048-n32:64-S32-A5-G1-ni:7:8:9"
-target triple = "amdgcn-amd-amdhsa"
-@__oclc_ISA_version = linkonce_odr hidden local_unnamed_addr addrspace(4) constant i32 ${v:0:2}0${v:2:2}, align 4
-EOF
-      clang-19 --target=amdgcn-amd-amdhsa -nogpulib -c -emit-llvm "$work/isa$v.ll" -o "$DL/oclc_isa_version_$v.bc"
-    done
-    rm -rf "$work"
-    touch "$TC/amdgcn/.stamp"
-  fi
+if [ $want_rocm = 1 ] || [ $want_rocm7 = 1 ]; then
+  apt_install mmdebstrap
+  # shellcheck source=scripts/rocm-roots.sh
+  . "$ROOT/scripts/rocm-roots.sh"
+  mirror="$(debian_mirror)"
+  if [ $want_rocm = 1 ]; then make_rocm_root 6.4 "$mirror"; fi
+  if [ $want_rocm7 = 1 ]; then make_rocm_root 7.2 "$mirror"; fi
 fi
 
 if [ $want_bindgen = 1 ]; then
@@ -137,15 +107,10 @@ export HIPKERN_PLATFORM=nvidia
 export NVCC="$TC/cuda/nvidia/cu13/bin/nvcc"
 export HIPKERN_CUDA_ARCH="\${HIPKERN_CUDA_ARCH:-sm_90}"
 EOF
-cat >"$TC/env-amd.sh" <<EOF
-export HIPKERN_PLATFORM=amd
-export HIPCC=/usr/bin/clang++-19
-export HIPKERN_DEVICE_LIB_PATH="$TC/amdgcn/bitcode"
-export HIPKERN_OFFLOAD_ARCH="\${HIPKERN_OFFLOAD_ARCH:-gfx1201,gfx1100}"
-EOF
+rm -f "$TC/env-amd.sh"  # the retired clang-19 path's
 echo
-echo "Toolchains are in $TC. To build for a platform, source one of:"
-echo "  . $TC/env-nvidia.sh     # CUDA 13.0, sm_90"
-echo "  . $TC/env-amd.sh        # clang-19 HIP, gfx1201,gfx1100"
+echo "To build for a platform:"
+echo "  . $TC/env-nvidia.sh                  # CUDA 13.0, sm_90"
+echo "  scripts/in-rocm-root.sh cargo build  # ROCm 6.4's hipcc (--rocm 7.2 for 7.2), gfx1201 unless HIPKERN_OFFLOAD_ARCH says"
 if [ $want_bindgen = 1 ]; then echo "  export LIBCLANG_PATH=/usr/lib/llvm-19/lib   # for --features bindgen"; fi
 exit 0

@@ -3,7 +3,7 @@
 "$ROOT/scripts/install-toolchain.sh" --cuda >/dev/null
 # shellcheck disable=SC1091
 . "$ROOT/.toolchain/env-nvidia.sh"
-export CARGO_TARGET_DIR="$ROOT/target/nvidia"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target/nvidia}"
 
 # copy_executables DEST MODE < cargo's --message-format=json
 #   MODE tests:   every test-harness executable, named <target>-<kind>

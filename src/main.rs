@@ -53,8 +53,14 @@ fn info() -> ExitCode {
         println!("devices: none usable: built without a HIP or CUDA compiler (cpu platform); CPU paths only");
         return ExitCode::SUCCESS;
     }
+    let version = |v| runtime::format_runtime_version(runtime::platform(), v);
+    println!(
+        "built against: {} ({})",
+        version(runtime::build_runtime_version()),
+        runtime::build_runtime_version()
+    );
     match runtime::runtime_version() {
-        Ok(v) => println!("runtime version: {v}"),
+        Ok(v) => println!("runtime version: {} ({v})", version(v)),
         Err(e) => println!("runtime version: unknown ({e})"),
     }
     match runtime::driver_version() {
@@ -83,13 +89,6 @@ fn info() -> ExitCode {
                     p.multiprocessors,
                     p.warp_size
                 );
-                if !archs.is_empty()
-                    && !archs
-                        .iter()
-                        .any(|a| a.split(':').next() == Some(p.arch_name.as_str()))
-                {
-                    println!("  note: {} is not among the compiled architectures; kernels may not launch", p.arch_name);
-                }
             }
             Err(e) => println!("device {i}: not usable: {e}"),
         }

@@ -20,20 +20,38 @@ fn fail(msg: &str) -> ! {
     std::process::exit(1);
 }
 
-/// Runs a command; on failure prints the full command line and its output.
-fn run(cmd: &mut Command, what: &str) {
+/// Runs a command; on failure, the full command line and its output.
+fn run_checked(cmd: &mut Command, what: &str) -> Result<(), String> {
     let line = format!("{cmd:?}");
     match cmd.output() {
-        Ok(out) if out.status.success() => {}
-        Ok(out) => fail(&format!(
+        Ok(out) if out.status.success() => Ok(()),
+        Ok(out) => Err(format!(
             "{what} failed ({})\ncommand: {line}\n--- stdout ---\n{}\n--- stderr ---\n{}",
             out.status,
             String::from_utf8_lossy(&out.stdout),
             String::from_utf8_lossy(&out.stderr)
         )),
-        Err(e) => fail(&format!(
-            "{what}: could not start it ({e})\ncommand: {line}"
+        Err(e) => Err(format!("{what}: could not start it ({e})\ncommand: {line}")),
+    }
+}
+
+fn run(cmd: &mut Command, what: &str) {
+    if let Err(e) = run_checked(cmd, what) {
+        fail(&e);
+    }
+}
+
+/// Runs a GPU-listing tool (HIPKERN_OFFLOAD_ARCH=native) and returns what
+/// it printed.
+fn run_tool(tool: &Path) -> Result<String, String> {
+    match Command::new(tool).output() {
+        Ok(out) if out.status.success() => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        Ok(out) => Err(format!(
+            "exited with {}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
         )),
+        Err(e) => Err(format!("could not start it ({e})")),
     }
 }
 
@@ -61,7 +79,7 @@ fn main() {
 
     let env = |n: &str| env_var(n);
     let exists = |p: &Path| p.is_file();
-    let t = build_support::resolve(&env, &exists).unwrap_or_else(|e| fail(&e));
+    let t = build_support::resolve(&env, &exists, &run_tool).unwrap_or_else(|e| fail(&e));
 
     let archs = t.archs.join(",");
     let compiler_desc = match &t.compiler {
@@ -121,17 +139,42 @@ fn build_device(t: &Toolchain, hip_dir: &Path, include: &Path, out: &Path) {
         fail(&format!("no .hip files in {}", hip_dir.display()));
     }
     let includes = vec![include.to_path_buf(), out.to_path_buf()];
-    let mut objects = Vec::new();
-    for src in &sources {
-        println!("cargo:rerun-if-changed={}", src.display());
-        let stem = src.file_stem().unwrap().to_string_lossy();
-        let obj = out.join(format!("{stem}.o"));
-        let args = build_support::compile_args(t, src, &obj, &includes);
-        run(
-            Command::new(&compiler).args(&args),
-            &format!("compiling {}", src.display()),
-        );
-        objects.push(obj);
+    let objects: Vec<PathBuf> = sources
+        .iter()
+        .map(|src| {
+            println!("cargo:rerun-if-changed={}", src.display());
+            let stem = src.file_stem().unwrap().to_string_lossy();
+            out.join(format!("{stem}.o"))
+        })
+        .collect();
+    // The sources compile in parallel, the largest first: one of them
+    // (nearfield_list1.hip) takes most of the time for every architecture,
+    // so the others finish beside it. NUM_JOBS is cargo's -j.
+    let jobs = env_var("NUM_JOBS")
+        .and_then(|n| n.parse::<usize>().ok())
+        .unwrap_or(1)
+        .clamp(1, sources.len());
+    let mut order: Vec<usize> = (0..sources.len()).collect();
+    order
+        .sort_by_key(|&i| std::cmp::Reverse(std::fs::metadata(&sources[i]).map_or(0, |m| m.len())));
+    let next = std::sync::Mutex::new(order.into_iter());
+    let errors = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|scope| {
+        for _ in 0..jobs {
+            scope.spawn(|| loop {
+                let Some(i) = next.lock().unwrap().next() else {
+                    break;
+                };
+                let args = build_support::compile_args(t, &sources[i], &objects[i], &includes);
+                let what = format!("compiling {}", sources[i].display());
+                if let Err(e) = run_checked(Command::new(&compiler).args(&args), &what) {
+                    errors.lock().unwrap().push(e);
+                }
+            });
+        }
+    });
+    if let Some(e) = errors.into_inner().unwrap().into_iter().next() {
+        fail(&e);
     }
     let lib = out.join("libhipkern_kernels.a");
     let _ = std::fs::remove_file(&lib);

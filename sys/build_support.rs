@@ -13,6 +13,8 @@ pub const ENV_VARS: &[&str] = &[
     "ROCM_PATH",
     "HIP_PATH",
     "HIPKERN_OFFLOAD_ARCH",
+    "GPU_TARGETS",
+    "AMDGPU_TARGETS",
     "HIPKERN_DEVICE_LIB_PATH",
     "NVCC",
     "CUDA_PATH",
@@ -22,7 +24,12 @@ pub const ENV_VARS: &[&str] = &[
     "AR",
 ];
 
+/// The AMD default when no variable names architectures: RDNA4, the
+/// newest consumer family (a CDNA or older RDNA user names theirs).
 pub const DEFAULT_OFFLOAD_ARCH: &str = "gfx1201";
+/// The value of HIPKERN_OFFLOAD_ARCH that asks the toolchain which GPUs
+/// this machine has (`amdgpu-arch`, else `rocm_agent_enumerator`).
+pub const NATIVE_ARCH: &str = "native";
 pub const DEFAULT_CUDA_ARCH: &str = "sm_90";
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -79,16 +86,18 @@ fn var(env: EnvFn, name: &str) -> Option<String> {
         .filter(|v| !v.is_empty())
 }
 
-/// Parses a comma-separated architecture list: entries trimmed, empty entries
-/// and duplicates rejected, each checked against the platform's spelling
-/// (`gfx` + hex digits, optional `:feature±` suffixes; or `sm_NN[a]`).
+/// Parses an architecture list, entries separated by commas or by
+/// semicolons (CMake's list separator, as in GPU_TARGETS): entries trimmed,
+/// empty entries and duplicates rejected, each checked against the
+/// platform's spelling (`gfx` + hex digits, optional `:feature±` suffixes;
+/// or `sm_NN[a]`).
 pub fn parse_arch_list(
     platform: Platform,
     var_name: &str,
     value: &str,
 ) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
-    for (i, raw) in value.split(',').enumerate() {
+    for (i, raw) in value.split([',', ';']).enumerate() {
         let a = raw.trim();
         if a.is_empty() {
             return Err(format!("{var_name}={value:?}: entry {} is empty", i + 1));
@@ -225,21 +234,139 @@ pub fn is_clang(path: &Path) -> bool {
         .unwrap_or(false)
 }
 
-fn amd_toolchain(env: EnvFn, compiler: PathBuf, how: String) -> Result<Toolchain, String> {
+/// Runs a tool (the path) with no arguments and returns its standard
+/// output, or why it could not (build.rs runs the process; tests fake it).
+pub type RunFn<'a> = &'a dyn Fn(&Path) -> Result<String, String>;
+
+/// Which variable chose the AMD architectures and what it says:
+/// HIPKERN_OFFLOAD_ARCH, else the ecosystem's GPU_TARGETS, else
+/// AMDGPU_TARGETS (ROCm's CMake names; both are lists), else the default.
+pub fn amd_arch_setting(env: EnvFn) -> (&'static str, String) {
+    for name in ["HIPKERN_OFFLOAD_ARCH", "GPU_TARGETS", "AMDGPU_TARGETS"] {
+        if let Some(v) = var(env, name) {
+            return (name, v);
+        }
+    }
+    ("the default", DEFAULT_OFFLOAD_ARCH.to_string())
+}
+
+/// The programs that list this machine's AMD GPUs, in the order tried:
+/// `amdgpu-arch` beside the compiler (ROCm's llvm/bin, or Debian's
+/// /usr/lib/llvm-N/bin when HIPCC names that clang), in $ROCM_PATH/llvm/bin,
+/// then `rocm_agent_enumerator` in $ROCM_PATH/bin, then either on PATH,
+/// then /opt/rocm's.
+pub fn native_arch_tools(env: EnvFn, compiler: &Path, exists: ExistsFn) -> Vec<PathBuf> {
+    let mut c: Vec<PathBuf> = Vec::new();
+    if let Some(bin) = compiler.parent() {
+        c.push(bin.join("amdgpu-arch"));
+        c.push(bin.join("../llvm/bin/amdgpu-arch"));
+    }
+    if let Some(r) = var(env, "ROCM_PATH") {
+        c.push(Path::new(&r).join("llvm/bin/amdgpu-arch"));
+        c.push(Path::new(&r).join("bin/rocm_agent_enumerator"));
+    }
+    for name in ["amdgpu-arch", "rocm_agent_enumerator"] {
+        if let Some(p) = search_path(var(env, "PATH").as_deref(), name, exists) {
+            c.push(p);
+        }
+    }
+    c.push(PathBuf::from("/opt/rocm/llvm/bin/amdgpu-arch"));
+    c.push(PathBuf::from("/opt/rocm/bin/rocm_agent_enumerator"));
+    let mut out: Vec<PathBuf> = Vec::new();
+    for p in c {
+        if exists(&p) && !out.contains(&p) {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// The GPU architectures in the output of `amdgpu-arch` or
+/// `rocm_agent_enumerator`: one per line, in order, each once (a machine
+/// with four MI300X lists gfx942 four times); `gfx000` (the enumerator's
+/// CPU agent) and lines that are no AMD target are skipped.
+pub fn parse_native_archs(output: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for line in output.lines() {
+        let a = line.trim();
+        if a == "gfx000" || !valid_gfx(a) || out.iter().any(|x| x == a) {
+            continue;
+        }
+        out.push(a.to_string());
+    }
+    out
+}
+
+/// HIPKERN_OFFLOAD_ARCH=native: the architectures of this machine's GPUs,
+/// from the first tool that lists any; an error naming every tool tried
+/// (and what each said) when none does.
+fn native_archs(
+    env: EnvFn,
+    compiler: &Path,
+    exists: ExistsFn,
+    run: RunFn,
+) -> Result<(Vec<String>, String), String> {
+    let tools = native_arch_tools(env, compiler, exists);
+    let mut tried = Vec::new();
+    for t in &tools {
+        match run(t) {
+            Ok(out) => {
+                let archs = parse_native_archs(&out);
+                if !archs.is_empty() {
+                    return Ok((archs, format!("{} (native)", t.display())));
+                }
+                tried.push(format!("{} listed no GPU", t.display()));
+            }
+            Err(e) => tried.push(format!("{}: {e}", t.display())),
+        }
+    }
+    if tools.is_empty() {
+        tried.push(
+            "neither amdgpu-arch nor rocm_agent_enumerator was found (beside the compiler, \
+             in $ROCM_PATH, on PATH, in /opt/rocm)"
+                .into(),
+        );
+    }
+    Err(format!(
+        "HIPKERN_OFFLOAD_ARCH=native: no AMD GPU found on this machine ({}); name the \
+         architectures instead, e.g. HIPKERN_OFFLOAD_ARCH=gfx90a,gfx942",
+        tried.join("; ")
+    ))
+}
+
+fn amd_toolchain(
+    env: EnvFn,
+    exists: ExistsFn,
+    run: RunFn,
+    compiler: PathBuf,
+    how: String,
+) -> Result<Toolchain, String> {
     let kind = if is_clang(&compiler) {
         CompilerKind::ClangHip
     } else {
         CompilerKind::Hipcc
     };
-    let archs_var = var(env, "HIPKERN_OFFLOAD_ARCH").unwrap_or_else(|| DEFAULT_OFFLOAD_ARCH.into());
-    let archs = parse_arch_list(Platform::Amd, "HIPKERN_OFFLOAD_ARCH", &archs_var)?;
+    let (source, value) = amd_arch_setting(env);
+    let (archs, arch_reason) = if value == NATIVE_ARCH {
+        native_archs(env, &compiler, exists, run)?
+    } else {
+        let name = if source == "the default" {
+            "HIPKERN_OFFLOAD_ARCH"
+        } else {
+            source
+        };
+        (
+            parse_arch_list(Platform::Amd, name, &value)?,
+            format!("archs from {source}"),
+        )
+    };
     let device_lib_path = var(env, "HIPKERN_DEVICE_LIB_PATH").map(PathBuf::from);
     Ok(Toolchain {
         platform: Platform::Amd,
         compiler: Some((compiler, kind)),
         archs,
         device_lib_path,
-        reason: how,
+        reason: format!("{how}; {arch_reason}"),
     })
 }
 
@@ -288,7 +415,7 @@ fn try_nvidia(env: EnvFn, exists: ExistsFn) -> Result<Option<Toolchain>, String>
 /// Picks exactly one platform (SPEC §2). HIPKERN_PLATFORM overrides
 /// detection; HIP_PLATFORM (amd|nvidia) restricts it as ROCm's tools do;
 /// otherwise amd is tried, then nvidia, then cpu.
-pub fn resolve(env: EnvFn, exists: ExistsFn) -> Result<Toolchain, String> {
+pub fn resolve(env: EnvFn, exists: ExistsFn, run: RunFn) -> Result<Toolchain, String> {
     let forced = match var(env, "HIPKERN_PLATFORM").as_deref() {
         None => None,
         Some("amd") => Some(Platform::Amd),
@@ -315,7 +442,7 @@ pub fn resolve(env: EnvFn, exists: ExistsFn) -> Result<Toolchain, String> {
     match wanted {
         Some(Platform::Cpu) => Ok(cpu("HIPKERN_PLATFORM=cpu".into())),
         Some(Platform::Amd) => match find_hipcc(env, exists)? {
-            Some((c, how)) => amd_toolchain(env, c, how),
+            Some((c, how)) => amd_toolchain(env, exists, run, c, how),
             None => Err(format!(
                 "{by}=amd but no HIP compiler was found (looked at HIPCC, $ROCM_PATH/bin/hipcc, \
                  $HIP_PATH/bin/hipcc, hipcc on PATH, /opt/rocm/bin/hipcc)"
@@ -330,7 +457,7 @@ pub fn resolve(env: EnvFn, exists: ExistsFn) -> Result<Toolchain, String> {
         },
         None => {
             if let Some((c, how)) = find_hipcc(env, exists)? {
-                return amd_toolchain(env, c, how);
+                return amd_toolchain(env, exists, run, c, how);
             }
             if let Some(t) = try_nvidia(env, exists)? {
                 return Ok(t);

@@ -121,8 +121,11 @@ fn bad_flags_are_exit_2() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn device_backend_full_sizes() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_device_backend_full_sizes() {
     let dir = tempfile::tempdir().unwrap();
     let o = demo(dir.path(), &["--backend", "device"]);
     let out = stdout(&o);

@@ -10,7 +10,7 @@
 //! Always run: `--backend cpu` and `--backend reference` against the
 //! reference, the reader on other byte orders and layouts, and every bad
 //! input (exit status 2, one line on stderr, nothing created or changed).
-//! Marked `#[ignore = "needs a GPU"]`: the same for `--backend device` and
+//! GPU tests (`gpu_*`, ignored on the cpu platform): the same for `--backend device` and
 //! `device-atomic`, a large case with a hub atom, and run-to-run
 //! reproducibility.
 use std::collections::BTreeMap;
@@ -2009,8 +2009,11 @@ fn device_backends_fail_cleanly_on_the_cpu_platform() {
 // ---- GPU ----------------------------------------------------------------
 
 #[test]
-#[ignore = "needs a GPU"]
-fn device_backend_matches_the_reference() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_device_backend_matches_the_reference() {
     check_random_graphs("device");
     check_ghost_folding("device");
     check_frames("device");
@@ -2018,8 +2021,11 @@ fn device_backend_matches_the_reference() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn device_atomic_backend_matches_the_reference() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_device_atomic_backend_matches_the_reference() {
     check_random_graphs("device-atomic");
     check_ghost_folding("device-atomic");
     check_frames("device-atomic");
@@ -2047,8 +2053,11 @@ fn large_case(precision: Dtype) -> Case {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn device_backends_on_a_large_case_with_a_hub() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_device_backends_on_a_large_case_with_a_hub() {
     let frames = Frames::Size(5_000);
     for precision in [F64, F32] {
         let case = large_case(precision);
@@ -2072,8 +2081,11 @@ fn device_backends_on_a_large_case_with_a_hub() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn device_backend_is_bitwise_reproducible() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_device_backend_is_bitwise_reproducible() {
     let frames = Frames::Size(5_000);
     for precision in [F64, F32] {
         let case = large_case(precision);
@@ -2093,8 +2105,11 @@ fn device_backend_is_bitwise_reproducible() {
 /// The device builds its plan on the device; bad indices are bad input
 /// there too, with the host's message.
 #[test]
-#[ignore = "needs a GPU"]
-fn device_backends_reject_bad_indices_like_the_host() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_device_backends_reject_bad_indices_like_the_host() {
     let case = small_case();
     let edits: [(&str, InputEdit); 3] = [
         ("dst = n_ext", &|s| {

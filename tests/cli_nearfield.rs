@@ -1011,8 +1011,11 @@ fn list1_device_backend_fails_cleanly_without_a_device() {
 /// the per-target schedule at batch 1 and 32 and the grouped schedule; the
 /// tiled schedule (FMAs in case order) is within the same bound.
 #[test]
-#[ignore = "needs a GPU"]
-fn list1_device_backend_matches_the_cpu_evaluator() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_list1_device_backend_matches_the_cpu_evaluator() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let cases: [(&[&str], &str, &[&str]); 3] = [

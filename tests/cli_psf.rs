@@ -15,7 +15,7 @@
 //! conservation; every bad input (exit status 2, one line on stderr,
 //! nothing on stdout, the folder byte-identical); an unwritable output
 //! (exit 1, nothing written); `--mode atomic` without a device (exit 1).
-//! Marked `#[ignore = "needs a GPU"]`: `--mode atomic --check` on every
+//! GPU tests (`gpu_*`, ignored on the cpu platform): `--mode atomic --check` on every
 //! fixture.
 use hipkern::psf::{CacheConfig, CpuSink, HdrImage, MoffatPsf, PsfCache, StarEvent};
 use std::collections::BTreeMap;
@@ -933,8 +933,11 @@ fn atomic_mode_fails_cleanly_without_a_device() {
 /// against the serial CPU reference (the program exits 1 when it fails);
 /// the device modes say how their chunks went.
 #[test]
-#[ignore = "needs a GPU"]
-fn device_modes_pass_the_check_on_every_fixture() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_device_modes_pass_the_check_on_every_fixture() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     for name in hipkern::psf::fixtures::FIXTURE_NAMES {

@@ -1,6 +1,6 @@
 //! Force/virial assembly on the device against the float64 CPU reference,
 //! fresh random inputs, outputs poisoned with NaN first, every element
-//! checked. GPU tests are ignored unless `--include-ignored`.
+//! checked. GPU tests (`gpu_*`) are ignored on the cpu platform.
 use hipkern::force::{
     assemble_atomic_device_into, assemble_device, assemble_device_into, assemble_reference_f64,
     CsrPlan, DeviceEdges, DevicePlan, GhostMapping, VirialSplit,
@@ -37,8 +37,11 @@ fn poisoned(d: &Device, n: usize) -> hipkern::DeviceBuffer<f64> {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn device_assembly_matches_the_f64_reference() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_device_assembly_matches_the_f64_reference() {
     let d = Device::new(0).unwrap();
     let s = d.new_stream().unwrap();
     let mut rng = Rng::from_clock();
@@ -160,8 +163,11 @@ fn device_assembly_matches_the_f64_reference() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn ghost_folding_and_empty_inputs_on_the_device() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_ghost_folding_and_empty_inputs_on_the_device() {
     let d = Device::new(0).unwrap();
     let s = d.new_stream().unwrap();
     let mut rng = Rng::from_clock();
@@ -209,8 +215,11 @@ fn ghost_folding_and_empty_inputs_on_the_device() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn wrong_lengths_are_errors_and_outputs_stay_untouched() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_wrong_lengths_are_errors_and_outputs_stay_untouched() {
     let d = Device::new(0).unwrap();
     let s = d.new_stream().unwrap();
     let plan = DevicePlan::upload(

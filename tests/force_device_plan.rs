@@ -3,8 +3,8 @@
 //! skewed edge sets (E = 10^6, one atom with 10^5 edges each way, isolated
 //! atoms, src == dst edges, edges in neighbour-list and in random order)
 //! in f64, f32 and f32-rounded-once outputs, against the float64 reference
-//! and against the atomic fp32 path. GPU tests are ignored unless
-//! `--include-ignored`.
+//! and against the atomic fp32 path. GPU tests (`gpu_*`) are ignored
+//! on the cpu platform.
 use hipkern::force::{
     assemble_atomic_device_into, assemble_device_into, assemble_device_rounded_into,
     assemble_reference_f64, frame_virials, frame_virials_device_into, voigt, Assembly, CsrPlan,
@@ -102,8 +102,11 @@ fn to_f64(v: &[f32]) -> Vec<f64> {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn device_plan_equals_the_host_plan() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_device_plan_equals_the_host_plan() {
     let d = Device::new(0).unwrap();
     let s = d.new_stream().unwrap();
     let mut rng = Rng::from_clock();
@@ -170,8 +173,11 @@ fn expect_error<T: std::fmt::Debug>(res: hipkern::Result<T>, want: &str) {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn device_plan_rejects_bad_indices_and_writes_nothing() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_device_plan_rejects_bad_indices_and_writes_nothing() {
     let d = Device::new(0).unwrap();
     let s = d.new_stream().unwrap();
     let mut rng = Rng::from_clock();
@@ -299,8 +305,11 @@ fn run_f64<T: hipkern::force::DeviceReal>(
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn large_skewed_assembly_in_f64_f32_and_rounded_f32() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_large_skewed_assembly_in_f64_f32_and_rounded_f32() {
     let d = Device::new(0).unwrap();
     let s = d.new_stream().unwrap();
     let mut rng = Rng::from_clock();
@@ -435,8 +444,11 @@ fn large_skewed_assembly_in_f64_f32_and_rounded_f32() {
 /// third of the rows), 9 components and Voigt, poisoned outputs, bitwise
 /// reruns; bad ids and sizes give the host's message and write nothing.
 #[test]
-#[ignore = "needs a GPU"]
-fn frame_virials_on_the_device_match_the_host() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_frame_virials_on_the_device_match_the_host() {
     let d = Device::new(0).unwrap();
     let s = d.new_stream().unwrap();
     let mut rng = Rng::from_clock();

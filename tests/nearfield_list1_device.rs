@@ -1,7 +1,7 @@
 //! The device List 1 evaluator (`List1Evaluator`) against the CPU float64
 //! evaluator (`evaluate_list1`), SPEC §6.
 //!
-//! GPU tests (ignored unless `--include-ignored`): every layout (dense,
+//! GPU tests (`gpu_*`, ignored on the cpu platform): every layout (dense,
 //! ORBIT, descriptor fallback through its resolution table and on the pure
 //! descriptor path, bitwise equal to each other) and every kernel of the tables issue
 //! (Laplace, Constant, Yukawa with per-level tables, axis target and source
@@ -1122,19 +1122,28 @@ fn bad_inputs_give_the_cpu_evaluators_errors() {
 // ---------------------------------------------------------------- GPU
 
 #[test]
-#[ignore = "needs a GPU"]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
 fn gpu_reduced_tables_2d_every_kernel_q1_to_4() {
     reduced_case(2, &[1, 2, 3, 4], 6, None);
 }
 
 #[test]
-#[ignore = "needs a GPU"]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
 fn gpu_reduced_tables_3d_every_kernel_q1_to_3() {
     reduced_case(3, &[1, 2, 3], 4, None);
 }
 
 #[test]
-#[ignore = "needs a GPU"]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
 fn gpu_reduced_tables_3d_q4() {
     reduced_case(
         3,
@@ -1149,7 +1158,10 @@ fn gpu_reduced_tables_3d_q4() {
 /// target boxes in a shuffled order, and a target with an empty list
 /// (exact zeros).
 #[test]
-#[ignore = "needs a GPU"]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
 fn gpu_dense_tables() {
     let (device, stream) = gpu();
     let mut rng = SplitMix64::new(0xDE75);
@@ -1225,7 +1237,10 @@ fn gpu_dense_tables() {
 /// Invalid inputs: errors before anything is written; the output buffer
 /// keeps its contents.
 #[test]
-#[ignore = "needs a GPU"]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
 fn gpu_invalid_inputs_leave_the_output_unchanged() {
     let (device, stream) = gpu();
     let k = Kernel::laplace(3).unwrap();
@@ -1322,7 +1337,10 @@ fn gpu_invalid_inputs_leave_the_output_unchanged() {
 /// refused arguments write nothing; the per-key kernel (AUTO), which reads
 /// no source slots, takes null ones and gives the same bits.
 #[test]
-#[ignore = "needs a GPU"]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
 fn gpu_tiled_source_staging_checks_its_slots() {
     use hipkern_sys as sys;
     let (device, stream) = gpu();
@@ -1490,7 +1508,10 @@ fn gpu_tiled_source_staging_checks_its_slots() {
 /// matrices (the layout decoded per tile) the same bits; a matrix pointer
 /// without its index, or no matrices, is refused.
 #[test]
-#[ignore = "needs a GPU"]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
 fn gpu_key_matrices_are_the_layouts_entries() {
     use hipkern_sys as sys;
     let (device, stream) = gpu();

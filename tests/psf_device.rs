@@ -3,8 +3,8 @@
 //! acceptance (every value finite, the same zero pixels, max_rel < 1e−10,
 //! max_abs < 1e−10 × peak, R/G/B/Y flux ≤ 1e−10). The image a sink
 //! downloads starts as NaN on the host, so an unwritten value shows; a new
-//! sink's image is checked to be exactly zero. GPU tests are ignored unless
-//! `--include-ignored`; the first test runs everywhere.
+//! sink's image is checked to be exactly zero. GPU tests (`gpu_*`) are ignored
+//! on the cpu platform; the first test runs everywhere.
 mod common;
 use hipkern::psf::fixtures::{self, BOUNDARY_DIRECT_SUPPORTS, FIXTURE_NAMES};
 use hipkern::psf::{CpuSink, DeviceSink, HdrImage, PsfCache, StarEvent, CHUNK_EVENTS};
@@ -89,8 +89,11 @@ fn without_a_device_the_sink_is_a_clean_error() {
 // ---- GPU ----------------------------------------------------------------
 
 #[test]
-#[ignore = "needs a GPU"]
-fn device_matches_the_cpu_sink_on_every_fixture() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_device_matches_the_cpu_sink_on_every_fixture() {
     let d = gpu();
     for name in FIXTURE_NAMES {
         let f = fixtures::fixture(name).unwrap();
@@ -122,8 +125,11 @@ fn device_matches_the_cpu_sink_on_every_fixture() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn direct_path_in_the_middle_of_a_stream() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_direct_path_in_the_middle_of_a_stream() {
     let d = gpu();
     let f = fixtures::boundary();
     let mut dev = DeviceSink::new(&d, cache(), f.width, f.height).unwrap();
@@ -151,8 +157,11 @@ fn direct_path_in_the_middle_of_a_stream() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn malformed_and_oversized_events_are_refused_naming_them() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_malformed_and_oversized_events_are_refused_naming_them() {
     let d = gpu();
     let (w, h) = (512, 384);
     let mut rng = Rng::from_clock();
@@ -233,8 +242,11 @@ fn malformed_and_oversized_events_are_refused_naming_them() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn several_calls_fresh_random_events_and_an_upload_round_trip() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_several_calls_fresh_random_events_and_an_upload_round_trip() {
     let d = gpu();
     let (w, h) = (1000, 700);
     let seed = Rng::from_clock().next_u64();

@@ -5,7 +5,7 @@
 //! determinism; host and device binning bitwise equal; the bounded
 //! scratch's refusals (image bitwise unchanged, counters unchanged, the
 //! sink usable after). Downloaded images start as NaN on the host. GPU
-//! tests are ignored unless `--include-ignored`; the first test runs
+//! tests (`gpu_*`) are ignored on the cpu platform; the first test runs
 //! everywhere.
 mod common;
 use hipkern::psf::binning::{bin_chunk, tile_count};
@@ -144,8 +144,11 @@ fn the_tile_entry_points_refuse_bad_arguments_before_any_runtime_call() {
 // ---- GPU ----------------------------------------------------------------
 
 #[test]
-#[ignore = "needs a GPU"]
-fn every_tile_mode_matches_the_cpu_on_every_fixture_bitwise_repeatably() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_every_tile_mode_matches_the_cpu_on_every_fixture_bitwise_repeatably() {
     let d = gpu();
     for name in FIXTURE_NAMES {
         let f = fixtures::fixture(name).unwrap();
@@ -206,8 +209,11 @@ fn every_tile_mode_matches_the_cpu_on_every_fixture_bitwise_repeatably() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn chunks_mix_modes_and_the_direct_path_runs_in_the_middle() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_chunks_mix_modes_and_the_direct_path_runs_in_the_middle() {
     let d = gpu();
     let f = fixtures::boundary();
     let (w, h) = (f.width, f.height);
@@ -311,8 +317,11 @@ fn limits_between(
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn scratch_capacity_refusals_leave_the_image_and_the_sink_usable() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_scratch_capacity_refusals_leave_the_image_and_the_sink_usable() {
     let d = gpu();
     let (w, h) = (640, 480);
     let mut rng = Rng::from_clock();

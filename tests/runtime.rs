@@ -1,6 +1,7 @@
 //! Runtime/FFI tests. The first group runs everywhere (no GPU needed); the
-//! `#[ignore = "needs a GPU"]` group runs on a GPU machine with
-//! `--include-ignored` (scripts/device-tests.sh).
+//! `gpu_*` group needs a device: ignored on the cpu platform, run by plain
+//! `cargo test` on an amd or nvidia build (CI, with no GPU, passes
+//! `--skip gpu_`).
 use hipkern::runtime::{self, Device, Error};
 
 /// Whether this machine has a usable device (only the GPU tests care).
@@ -119,8 +120,11 @@ fn fresh_seed() -> u64 {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn copies_round_trip_for_0_1_odd_and_1gib() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_copies_round_trip_for_0_1_odd_and_1gib() {
     let d = gpu();
     let seed = fresh_seed();
     for n in [0usize, 1, 7, 1_000_003, (1usize << 30) / 4] {
@@ -156,8 +160,11 @@ fn copies_round_trip_for_0_1_odd_and_1gib() {
 /// index arrays), so the test repeats it with fresh values; it can pass by
 /// luck where the bug is, never fail where it is not.
 #[test]
-#[ignore = "needs a GPU"]
-fn synchronous_copies_have_landed_for_other_streams() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_synchronous_copies_have_landed_for_other_streams() {
     let d = gpu();
     let s = d.new_stream().unwrap();
     let n = 64usize << 20; // 256 MiB of u32: staged in many chunks
@@ -194,8 +201,11 @@ fn synchronous_copies_have_landed_for_other_streams() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn length_mismatch_and_bad_ranges_are_errors() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_length_mismatch_and_bad_ranges_are_errors() {
     let d = gpu();
     let mut b = d.alloc::<f64>(10).unwrap();
     assert!(matches!(
@@ -215,8 +225,11 @@ fn length_mismatch_and_bad_ranges_are_errors() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn async_copies_are_ordered_by_events_across_streams() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_async_copies_are_ordered_by_events_across_streams() {
     let d = gpu();
     let n = 1 << 24;
     let host = random_u32(n, fresh_seed());
@@ -244,8 +257,11 @@ fn async_copies_are_ordered_by_events_across_streams() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn fill_and_iota_kernels_checked_element_by_element() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_fill_and_iota_kernels_checked_element_by_element() {
     let d = gpu();
     let s = d.new_stream().unwrap();
     let seed = fresh_seed();
@@ -292,8 +308,11 @@ fn fill_and_iota_kernels_checked_element_by_element() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn dropping_buffers_frees_them_200_times_1gib() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_dropping_buffers_frees_them_200_times_1gib() {
     let d = gpu();
     let (free0, total) = d.memory_info().unwrap();
     for i in 0..200 {
@@ -316,8 +335,11 @@ fn dropping_buffers_frees_them_200_times_1gib() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn impossible_allocation_is_an_error_with_the_runtime_message() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_impossible_allocation_is_an_error_with_the_runtime_message() {
     let d = gpu();
     let e = d.alloc::<u8>(1usize << 50).unwrap_err();
     match &e {
@@ -344,8 +366,11 @@ fn impossible_allocation_is_an_error_with_the_runtime_message() {
 }
 
 #[test]
-#[ignore = "needs a GPU"]
-fn info_reports_the_device() {
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_info_reports_the_device() {
     let d = gpu();
     let p = d.properties();
     assert!(
@@ -353,10 +378,120 @@ fn info_reports_the_device() {
         "{p:?}"
     );
     assert!(runtime::runtime_version().unwrap() > 0);
+    assert!(runtime::build_runtime_version() > 0);
+    // Device::new refuses a device the build has no code for.
     assert!(
-        runtime::compiled_archs()
-            .iter()
-            .any(|a| a.split(':').next() == Some(p.arch_name.as_str())),
+        runtime::arch_is_compiled(&p.arch_name, &runtime::compiled_archs()),
         "{p:?}"
     );
+}
+
+// ---- device and build must match (no GPU needed) --------------------------
+
+#[test]
+fn amd_devices_match_compiled_archs_by_base_and_stated_features() {
+    let built = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // hipGetDeviceProperties' gcnArchName carries the device's features.
+    let mi250 = "gfx90a:sramecc+:xnack-";
+    assert!(runtime::arch_is_compiled(
+        mi250,
+        &built(&["gfx1201", "gfx90a"])
+    ));
+    assert!(runtime::arch_is_compiled(mi250, &built(&["gfx90a:xnack-"])));
+    assert!(runtime::arch_is_compiled(
+        mi250,
+        &built(&["gfx90a:sramecc+"])
+    ));
+    // A feature the build fixed differently: the code object does not load.
+    assert!(!runtime::arch_is_compiled(
+        mi250,
+        &built(&["gfx90a:xnack+"])
+    ));
+    // Another processor of the same family is another code object.
+    assert!(!runtime::arch_is_compiled(
+        mi250,
+        &built(&["gfx942", "gfx1201"])
+    ));
+    assert!(!runtime::arch_is_compiled("gfx1101", &built(&["gfx1100"])));
+    assert!(runtime::arch_is_compiled("gfx1201", &built(&["gfx1201"])));
+    // No feature stated by the device: a build that names one still runs.
+    assert!(runtime::arch_is_compiled(
+        "gfx1100",
+        &built(&["gfx1100:xnack-"])
+    ));
+    assert!(!runtime::arch_is_compiled("gfx1201", &[]));
+}
+
+#[test]
+fn nvidia_devices_run_their_sass_or_newer_ptx() {
+    let built = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert!(runtime::arch_is_compiled("sm_90", &built(&["sm_90"])));
+    // compute_90 PTX is compiled by the driver for newer GPUs.
+    assert!(runtime::arch_is_compiled("sm_100", &built(&["sm_90"])));
+    assert!(runtime::arch_is_compiled(
+        "sm_120",
+        &built(&["sm_80", "sm_90"])
+    ));
+    // Not for older ones, and not from architecture-specific targets.
+    assert!(!runtime::arch_is_compiled("sm_80", &built(&["sm_90"])));
+    assert!(runtime::arch_is_compiled("sm_90", &built(&["sm_90a"])));
+    assert!(!runtime::arch_is_compiled("sm_100", &built(&["sm_90a"])));
+    assert!(!runtime::arch_is_compiled("gfx90a", &built(&["sm_90"])));
+}
+
+#[test]
+fn arch_mismatch_names_both_and_how_to_rebuild() {
+    let e = Error::ArchNotCompiled {
+        ordinal: 1,
+        device_name: "AMD Instinct MI250X".into(),
+        device_arch: "gfx90a:sramecc+:xnack-".into(),
+        compiled: vec!["gfx1201".into(), "gfx1100".into()],
+        platform: "amd",
+    };
+    let m = e.to_string();
+    for part in [
+        "device 1 (AMD Instinct MI250X)",
+        "gfx90a:sramecc+:xnack-",
+        "gfx1201, gfx1100",
+        "HIPKERN_OFFLOAD_ARCH=gfx90a ",
+        "native",
+    ] {
+        assert!(m.contains(part), "{part:?} not in {m}");
+    }
+    let e = Error::ArchNotCompiled {
+        ordinal: 0,
+        device_name: "NVIDIA A100".into(),
+        device_arch: "sm_80".into(),
+        compiled: vec!["sm_90".into()],
+        platform: "nvidia",
+    };
+    assert!(e.to_string().contains("HIPKERN_CUDA_ARCH=sm_80 "), "{e}");
+}
+
+#[test]
+fn runtime_versions_are_spelled_out_and_the_build_reports_its_own() {
+    assert_eq!(
+        runtime::format_runtime_version("amd", 60_443_484),
+        "HIP 6.4.43484"
+    );
+    assert_eq!(
+        runtime::format_runtime_version("amd", 70_253_211),
+        "HIP 7.2.53211"
+    );
+    assert_eq!(
+        runtime::format_runtime_version("nvidia", 13_000),
+        "CUDA 13.0"
+    );
+    assert_eq!(
+        runtime::format_runtime_version("nvidia", 12_080),
+        "CUDA 12.8"
+    );
+    assert_eq!(runtime::format_runtime_version("cpu", 0), "none");
+    let built = runtime::build_runtime_version();
+    match runtime::platform() {
+        "cpu" => assert_eq!(built, 0),
+        // HIP 5.0 or newer; CUDA 11.0 or newer.
+        "amd" => assert!(built >= 50_000_000, "{built}"),
+        _ => assert!(built >= 11_000, "{built}"),
+    }
 }

@@ -55,6 +55,13 @@ const char *hipkern_platform(void);
 const char *hipkern_compiled_archs(void);
 /** The runtime library's version number (hipRuntimeGetVersion). */
 int32_t hipkern_runtime_version(int32_t *version);
+/**
+ * The runtime version the library was compiled against: HIP_VERSION of the
+ * HIP headers on AMD (major·10^7 + minor·10^5 + patch, e.g. 60443484 for
+ * HIP 6.4.43484), CUDART_VERSION on NVIDIA (major·1000 + minor·10, e.g.
+ * 13000); 0 on the cpu platform.
+ */
+int32_t hipkern_build_runtime_version(void);
 /** The installed driver's version number (hipDriverGetVersion); 0 if none. */
 int32_t hipkern_driver_version(int32_t *version);
 /** Name of a status: hipkern's own, or the runtime's (hipGetErrorName). Never NULL. */

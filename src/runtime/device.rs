@@ -79,6 +79,74 @@ pub fn compiled_archs() -> Vec<String> {
         .collect()
 }
 
+/// The runtime version the kernel layer was compiled against
+/// (`hipkern_build_runtime_version`): HIP_VERSION on AMD, CUDART_VERSION on
+/// NVIDIA, 0 on cpu. [`format_runtime_version`] spells it out.
+pub fn build_runtime_version() -> i32 {
+    // SAFETY: a plain call without arguments.
+    unsafe { sys::hipkern_build_runtime_version() }
+}
+
+/// A runtime version number as people write it: `HIP 6.4.43484` on AMD
+/// (major·10^7 + minor·10^5 + patch), `CUDA 13.0` on NVIDIA
+/// (major·1000 + minor·10); `none` for 0.
+pub fn format_runtime_version(platform: &str, v: i32) -> String {
+    match (platform, v) {
+        (_, 0) => "none".into(),
+        ("amd", v) => format!(
+            "HIP {}.{}.{}",
+            v / 10_000_000,
+            v / 100_000 % 100,
+            v % 100_000
+        ),
+        ("nvidia", v) => format!("CUDA {}.{}", v / 1000, v % 1000 / 10),
+        (_, v) => v.to_string(),
+    }
+}
+
+/// Whether device code compiled for `compiled` runs on a device of
+/// architecture `device_arch` (as [`DeviceProperties::arch_name`] spells
+/// it).
+///
+/// AMD: a code object runs on its own processor only, so the base names
+/// must be equal (`gfx90a` of `gfx90a:sramecc+:xnack-`); a target feature
+/// the build named (`gfx90a:xnack+`) must be the device's setting where
+/// the device states one, while an unnamed feature runs either way.
+/// NVIDIA: the build embeds SASS for each `sm_N` and its PTX, which the
+/// driver compiles for any newer device; architecture-specific targets
+/// (`sm_90a`, `sm_100f`) carry no portable PTX and run on their own
+/// major.minor only.
+pub fn arch_is_compiled(device_arch: &str, compiled: &[String]) -> bool {
+    compiled.iter().any(|c| arch_runs(device_arch, c))
+}
+
+fn arch_runs(device_arch: &str, compiled: &str) -> bool {
+    if let (Some(dev), Some(built)) = (
+        device_arch.strip_prefix("sm_"),
+        compiled.strip_prefix("sm_"),
+    ) {
+        let number = |s: &str| s.trim_end_matches(['a', 'f']).parse::<u32>().ok();
+        let (Some(d), Some(b)) = (number(dev), number(built)) else {
+            return false;
+        };
+        let portable = built.ends_with(|c: char| c.is_ascii_digit());
+        return d == b || (portable && d > b);
+    }
+    let mut dev = device_arch.split(':');
+    let mut built = compiled.split(':');
+    if dev.next() != built.next() {
+        return false;
+    }
+    let dev_features: Vec<&str> = dev.collect();
+    built.all(|f| {
+        let name = f.trim_end_matches(['+', '-']);
+        dev_features
+            .iter()
+            .find(|d| d.trim_end_matches(['+', '-']) == name)
+            .is_none_or(|d| *d == f)
+    })
+}
+
 /// The runtime's version number.
 pub fn runtime_version() -> Result<i32> {
     let mut v = 0;
@@ -111,7 +179,9 @@ pub fn device_count() -> Result<usize> {
 
 impl Device {
     /// Opens device `ordinal`. On the cpu platform: `Error::NoToolchain`;
-    /// without a driver or a device: the runtime's own error.
+    /// without a driver or a device: the runtime's own error; a device
+    /// whose architecture the build holds no code for
+    /// ([`arch_is_compiled`]): `Error::ArchNotCompiled`, naming both.
     pub fn new(ordinal: usize) -> Result<Device> {
         let n = device_count()?;
         if ordinal >= n {
@@ -146,6 +216,18 @@ impl Device {
             max_threads_per_block: p.max_threads_per_block,
             pci_bus_id: p.pci_bus_id,
         };
+        // Before any launch: a device the build holds no code for would
+        // fail at its first kernel with the runtime's "no binary for GPU".
+        let compiled = compiled_archs();
+        if !arch_is_compiled(&props.arch_name, &compiled) {
+            return Err(Error::ArchNotCompiled {
+                ordinal,
+                device_name: props.name,
+                device_arch: props.arch_name,
+                compiled,
+                platform: platform(),
+            });
+        }
         let dev = Device {
             inner: Arc::new(DeviceInner {
                 ordinal: ord,

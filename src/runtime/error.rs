@@ -17,6 +17,20 @@ pub enum Error {
         /// What was asked for and what exists.
         reason: String,
     },
+    /// The device's architecture is not among those this build compiled
+    /// device code for (nothing was launched).
+    ArchNotCompiled {
+        /// The device asked for.
+        ordinal: usize,
+        /// Its name.
+        device_name: String,
+        /// Its architecture, e.g. `gfx90a:sramecc+:xnack-` or `sm_90`.
+        device_arch: String,
+        /// The architectures compiled in.
+        compiled: Vec<String>,
+        /// "amd" or "nvidia": says which variable rebuilds it.
+        platform: &'static str,
+    },
     /// A runtime call failed.
     Runtime {
         /// The entry point that failed, e.g. `hipkern_malloc`.
@@ -96,6 +110,32 @@ impl fmt::Display for Error {
                 "hipkern was built for the {platform} platform (no HIP or CUDA compiler was found at build time): no device is usable; the CPU paths work"
             ),
             Error::NoDevice { reason } => write!(f, "no usable device: {reason}"),
+            Error::ArchNotCompiled {
+                ordinal,
+                device_name,
+                device_arch,
+                compiled,
+                platform,
+            } => {
+                let base = device_arch.split(':').next().unwrap_or(device_arch);
+                let var = if *platform == "nvidia" {
+                    "HIPKERN_CUDA_ARCH"
+                } else {
+                    "HIPKERN_OFFLOAD_ARCH"
+                };
+                write!(
+                    f,
+                    "device {ordinal} ({device_name}) is {device_arch}, but this build of hipkern \
+                     holds device code for {} only: rebuild with {var}={base} (a comma-separated \
+                     list for several{}), e.g. `{var}={base} cargo build --release`",
+                    compiled.join(", "),
+                    if *platform == "nvidia" {
+                        ""
+                    } else {
+                        "; `native` takes this machine's GPUs"
+                    }
+                )
+            }
             Error::Runtime { call, code, name, message } => {
                 write!(f, "{call} failed: {name} ({code}): {message}")
             }

@@ -12,8 +12,8 @@ mod stream;
 
 pub use buffer::{DeviceBuffer, DeviceRepr, DeviceSlice, DeviceSliceMut};
 pub use device::{
-    compiled_archs, device_count, driver_version, platform, runtime_version, Device,
-    DeviceProperties,
+    arch_is_compiled, build_runtime_version, compiled_archs, device_count, driver_version,
+    format_runtime_version, platform, runtime_version, Device, DeviceProperties,
 };
 pub(crate) use error::check;
 pub use error::{Error, Result};

@@ -38,6 +38,10 @@ unsafe extern "C" {
     pub fn hipkern_runtime_version(version: *mut i32) -> i32;
 }
 unsafe extern "C" {
+    #[doc = " The runtime version the library was compiled against: HIP_VERSION of the\n HIP headers on AMD (major·10^7 + minor·10^5 + patch, e.g. 60443484 for\n HIP 6.4.43484), CUDART_VERSION on NVIDIA (major·1000 + minor·10, e.g.\n 13000); 0 on the cpu platform."]
+    pub fn hipkern_build_runtime_version() -> i32;
+}
+unsafe extern "C" {
     #[doc = " The installed driver's version number (hipDriverGetVersion); 0 if none."]
     pub fn hipkern_driver_version(version: *mut i32) -> i32;
 }

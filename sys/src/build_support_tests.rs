@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 struct Fake {
     vars: RefCell<HashMap<String, String>>,
     dir: tempfile::TempDir,
+    /// What each fake GPU-listing tool prints (HIPKERN_OFFLOAD_ARCH=native).
+    tool_output: RefCell<HashMap<PathBuf, Result<String, String>>>,
 }
 
 impl Fake {
@@ -15,6 +17,7 @@ impl Fake {
         Fake {
             vars: RefCell::new(HashMap::new()),
             dir: tempfile::tempdir().unwrap(),
+            tool_output: RefCell::new(HashMap::new()),
         }
     }
     fn set(&self, k: &str, v: &str) -> &Self {
@@ -35,7 +38,14 @@ impl Fake {
         let env = |k: &str| self.vars.borrow().get(k).cloned();
         // /opt/rocm/bin/hipcc of the real machine must not leak into tests.
         let exists = |p: &Path| p.starts_with(self.dir.path()) && p.is_file();
-        resolve(&env, &exists)
+        let run = |p: &Path| {
+            self.tool_output
+                .borrow()
+                .get(p)
+                .cloned()
+                .unwrap_or_else(|| Err("not faked".into()))
+        };
+        resolve(&env, &exists, &run)
     }
 }
 
@@ -302,4 +312,81 @@ fn every_variable_read_is_declared() {
             assert!(ENV_VARS.contains(&v), "{v} is read but not in ENV_VARS");
         }
     }
+}
+
+#[test]
+fn amd_archs_come_from_hipkern_then_gpu_targets_then_amdgpu_targets() {
+    let f = Fake::new();
+    let hipcc = f.file("rocm/bin/hipcc");
+    f.set("HIPCC", &hipcc.display().to_string());
+    assert_eq!(f.resolve().unwrap().archs, vec![DEFAULT_OFFLOAD_ARCH]);
+    // ROCm's CMake lists: semicolons.
+    f.set("AMDGPU_TARGETS", "gfx90a;gfx942");
+    let t = f.resolve().unwrap();
+    assert_eq!(t.archs, vec!["gfx90a", "gfx942"]);
+    assert!(t.reason.contains("AMDGPU_TARGETS"), "{}", t.reason);
+    f.set("GPU_TARGETS", "gfx1100");
+    assert_eq!(f.resolve().unwrap().archs, vec!["gfx1100"]);
+    f.set(
+        "HIPKERN_OFFLOAD_ARCH",
+        "gfx90a,gfx942,gfx1030,gfx1100,gfx1201",
+    );
+    assert_eq!(f.resolve().unwrap().archs.len(), 5);
+    // A bad entry names the variable it came from.
+    f.set("HIPKERN_OFFLOAD_ARCH", "");
+    f.set("GPU_TARGETS", "gfx90a;mi300");
+    let e = f.resolve().unwrap_err();
+    assert!(e.contains("GPU_TARGETS") && e.contains("mi300"), "{e}");
+}
+
+#[test]
+fn native_archs_are_listed_by_the_toolchain() {
+    assert_eq!(
+        parse_native_archs("gfx000\ngfx942\ngfx942\n  gfx90a:sramecc+:xnack-\n\nwarning: x\n"),
+        vec!["gfx942", "gfx90a:sramecc+:xnack-"]
+    );
+    assert!(parse_native_archs("").is_empty());
+
+    let f = Fake::new();
+    let hipcc = f.file("rocm/bin/hipcc");
+    let arch_tool = f.file("rocm/bin/amdgpu-arch");
+    let enumerator = f.file("rocm/bin/rocm_agent_enumerator");
+    f.set("HIPCC", &hipcc.display().to_string())
+        .set("ROCM_PATH", &f.root("rocm"))
+        .set("HIPKERN_OFFLOAD_ARCH", NATIVE_ARCH);
+    let env = |k: &str| f.vars.borrow().get(k).cloned();
+    let exists = |p: &Path| p.starts_with(f.dir.path()) && p.is_file();
+    assert_eq!(
+        native_arch_tools(&env, &hipcc, &exists),
+        vec![arch_tool.clone(), enumerator.clone()]
+    );
+    // amdgpu-arch lists nothing (no GPU), the enumerator its agents.
+    f.tool_output
+        .borrow_mut()
+        .insert(arch_tool.clone(), Ok(String::new()));
+    f.tool_output
+        .borrow_mut()
+        .insert(enumerator.clone(), Ok("gfx000\ngfx1100\n".into()));
+    let t = f.resolve().unwrap();
+    assert_eq!(t.archs, vec!["gfx1100"]);
+    assert!(t.reason.contains("native"), "{}", t.reason);
+    // Nothing anywhere: an error naming each tool and what it said.
+    f.tool_output
+        .borrow_mut()
+        .insert(enumerator.clone(), Err("exited with 1".into()));
+    let e = f.resolve().unwrap_err();
+    assert!(
+        e.contains("native") && e.contains("listed no GPU") && e.contains("exited with 1"),
+        "{e}"
+    );
+    // No tool at all.
+    let g = Fake::new();
+    let hipcc = g.file("bin/hipcc");
+    g.set("HIPCC", &hipcc.display().to_string())
+        .set("HIPKERN_OFFLOAD_ARCH", "native");
+    let e = g.resolve().unwrap_err();
+    assert!(
+        e.contains("neither amdgpu-arch nor rocm_agent_enumerator"),
+        "{e}"
+    );
 }
