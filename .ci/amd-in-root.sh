@@ -1,15 +1,18 @@
 #!/usr/bin/env bash
 # CI's amd platform, run inside a ROCm root by .ci/run:
-#   scripts/in-rocm-root.sh --rocm V .ci/amd-in-root.sh ARCH,ARCH,...
+#   scripts/in-rocm-root.sh --rocm V .ci/amd-in-root.sh ARCH,ARCH,... [C_EXAMPLE_ARCH]
 # Builds every target with ROCm's own hipcc for the architectures given,
 # checks that every archive member with device code holds a code object for
 # each, runs the runtime/FFI tests (no GPU here: the runtime's own no-device
 # error must come back as an Error) with the GPU tests skipped by name,
 # checks that no GPU test is ignored on a device build, runs clippy, prints
-# `hipkern info`, and builds and runs the C example against ROCm's
-# libamdhip64.
+# `hipkern info`, and, when C_EXAMPLE_ARCH is given, builds the kernel
+# layer with CMake for that architecture (one: each is minutes of compile),
+# installs it, and builds and runs the C example against it through the
+# CMake package and pkg-config (scripts/build-c-example.sh).
 set -euo pipefail
-archs="${1:?usage: amd-in-root.sh ARCH[,ARCH...]}"
+archs="${1:?usage: amd-in-root.sh ARCH[,ARCH...] [C_EXAMPLE_ARCH]}"
+c_example_arch="${2:-}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 start=$SECONDS
@@ -69,6 +72,8 @@ echo "$("${TEST_CMD[@]}" -- --list 2>/dev/null | grep -cE '^gpu_[a-z0-9_]*: test
 step "clippy"
 cargo clippy --release --workspace --all-targets -- -D warnings
 
-step "C example against ROCm's libamdhip64 (runs to the no-device path)"
-scripts/build-c-example.sh --run amd
+if [ -n "$c_example_arch" ]; then
+  step "CMake build for $c_example_arch, install, the C example through find_package and pkg-config (runs to the no-device path)"
+  HIPKERN_OFFLOAD_ARCH="$c_example_arch" HIPKERN_CMAKE_DIR="target/ci-cmake" scripts/build-c-example.sh --run amd
+fi
 step "amd ROCm $HIPKERN_ROCM_ROOT done"

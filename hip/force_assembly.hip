@@ -16,7 +16,7 @@
 
 namespace {
 
-constexpr unsigned kRowBlock = 128;
+constexpr unsigned kRowBlock = 128;  // a multiple of kLaneGroup (and of 64): see segment_pass
 constexpr unsigned kEdgeBlock = 256;
 
 constexpr int kUnroll = 4;
@@ -45,11 +45,25 @@ __device__ __forceinline__ void add_edge(double acc[12], const T g[3], const T r
 // gathered loads in flight per row, which the memory system needs.
 // Lanes past the last row run an empty segment: every lane of the warp
 // takes part in the shuffles.
+//
+// Warp width: the row groups are LANES-aligned within the block (row =
+// tid / LANES) and LANES divides kLaneGroup, which divides 32 and 64, so a
+// group lies inside one kLaneGroup segment of one warp or wavefront at
+// either width; the butterfly's masks are < LANES, so with width kLaneGroup
+// a lane only ever reads lanes of its own group (on wave64 the two halves
+// of a wavefront, and the groups in them, never exchange). The launch
+// (kRowBlock, a multiple of 64) has no partial warp, and no lane leaves
+// before the shuffles (a lane past the last row is !live, not returned),
+// so every lane a shuffle reads is active: CUDA's full mask holds, and on
+// AMD no lane reads an inactive one. Width kLaneGroup rather than LANES:
+// the same values (the masks stay below LANES) and CUDA's default shuffle.
 template <typename T, typename O, int LANES>
 __global__ void segment_pass(const T *__restrict__ g, const T *__restrict__ r,
                              const int32_t *__restrict__ order, const int32_t *__restrict__ row_ptr,
                              int32_t n_rows, double force_sign, double virial_weight, bool first,
                              double *acc_force, double *acc_virial, O *out_force, O *out_virial) {
+  static_assert(LANES >= 1 && LANES <= kLaneGroup && (LANES & (LANES - 1)) == 0,
+                "a row group is a power of two of at most kLaneGroup lanes");
   const size_t tid = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const size_t row = tid / LANES;
   const int lane = static_cast<int>(tid % LANES);
@@ -94,7 +108,7 @@ __global__ void segment_pass(const T *__restrict__ g, const T *__restrict__ r,
 #pragma unroll
   for (int m = LANES / 2; m > 0; m /= 2)
 #pragma unroll
-    for (int c = 0; c < 12; ++c) acc[c] += HIPKERN_SHFL_XOR(acc[c], m);
+    for (int c = 0; c < 12; ++c) acc[c] += HIPKERN_SHFL_XOR(acc[c], m, kLaneGroup);
   if (!live || lane != 0) return;
   // The first (dst) pass leaves float64 sums in acc_*; the second (src)
   // pass adds its own and rounds once into out_* (for float64 outputs
@@ -113,13 +127,30 @@ __global__ void segment_pass(const T *__restrict__ g, const T *__restrict__ r,
 }
 
 // Lanes per row from the mean segment length: about 8 edges per lane,
-// between 1 and 32 lanes (a power of two, so groups never straddle a warp).
-int lanes_for(int64_t n_edges, int32_t n_rows) {
+// between 1 and kLaneGroup lanes (a power of two, so groups never straddle
+// a lane group, hence never a warp or wavefront: segment_pass). The same
+// choice at every warp width (on wave64 too a row gets at most 32 lanes),
+// so the sums, whose order LANES fixes, are the same bits on every device.
+constexpr int lanes_for(int64_t n_edges, int32_t n_rows) {
   const int64_t mean = n_rows > 0 ? n_edges / n_rows : 0;
   int lanes = 1;
-  while (lanes < 32 && lanes * 8 < mean) lanes *= 2;
+  while (lanes < kLaneGroup && lanes * 8 < mean) lanes *= 2;
   return lanes;
 }
+
+// Host-side checks of the row-group geometry at warp 32 and wavefront 64.
+static_assert(lanes_for(0, 0) == 1 && lanes_for(100, 100) == 1 && lanes_for(9, 1) == 2 &&
+                  lanes_for(129, 1) == 32 && lanes_for(int64_t{1} << 40, 1) == kLaneGroup,
+              "lanes_for");
+static_assert(kRowBlock % kLaneGroup == 0 && kRowBlock % kMaxWarpSize == 0,
+              "segment_pass blocks are whole warps and wavefronts");
+constexpr bool row_groups_ok(int lanes) {
+  return kRowBlock % lanes == 0 && lane_groups_inside(lanes, kRowBlock, kLaneGroup) &&
+         lane_groups_inside(lanes, kRowBlock, 32) && lane_groups_inside(lanes, kRowBlock, 64);
+}
+static_assert(row_groups_ok(1) && row_groups_ok(2) && row_groups_ok(4) && row_groups_ok(8) &&
+                  row_groups_ok(16) && row_groups_ok(32),
+              "every segment_pass row group lies inside one shuffle segment, warp and wavefront");
 
 // Everything one segment pass needs besides the input type.
 template <typename O>
@@ -142,8 +173,10 @@ hipError_t launch_pass(const T *g, const T *r, const PassArgs<O> &a, hipStream_t
   return hipGetLastError();
 }
 
+// lanes: lanes_for's choice, 1 .. kLaneGroup.
 template <typename T, typename O>
 hipError_t pass(int lanes, const T *g, const T *r, const PassArgs<O> &a, hipStream_t s) {
+  static_assert(kLaneGroup == 32, "the cases below run up to kLaneGroup lanes");
   switch (lanes) {
     case 1: return launch_pass<T, O, 1>(g, r, a, s);
     case 2: return launch_pass<T, O, 2>(g, r, a, s);
@@ -269,8 +302,15 @@ constexpr int kChunk = 8;            // consecutive edges per thread (runs)
 constexpr unsigned kPlanBlock = 256;
 constexpr int kScanPerThread = 8;
 constexpr int kScanTile = kPlanBlock * kScanPerThread;  // counts per scan tile
-constexpr int kShortRow = 256;      // rows up to this long: one warp each, 8 per lane
-constexpr int kShortGroups = kPlanBlock / 32;
+constexpr int kShortRow = 8 * kLaneGroup;  // rows up to this long: one lane group each, 8 per lane
+constexpr int kShortGroups = kPlanBlock / kLaneGroup;
+static_assert(kShortRow == 256, "kShortRow (the plan's long-row threshold)");
+// plan_sort_short_rows: whole lane groups per block, each inside one warp
+// (NVIDIA, wave32) or one half of a wavefront (wave64).
+static_assert(kPlanBlock % kLaneGroup == 0 && kPlanBlock % kMaxWarpSize == 0 &&
+                  lane_groups_inside(kLaneGroup, kPlanBlock, 32) &&
+                  lane_groups_inside(kLaneGroup, kPlanBlock, 64),
+              "plan_sort_short_rows lane groups");
 constexpr int kLongChunk = 2048;     // shared-memory chunk of a long row
 constexpr int64_t kScatterWindowBytes = 24 << 20;  // order slots per scatter window (L2: 50 MB)
 constexpr uint64_t kNoBad = ~0ull;
@@ -462,14 +502,19 @@ __device__ inline int next_pow2(int n) {
   return p;
 }
 
-// Ascending bitonic sort of 32 * R values held by the 32 lanes of a group,
-// R per lane in registers (element x = lane * R + r): partners within a
-// lane are swapped in registers, partners across lanes meet through
-// shuffles. No shared memory and no barriers: a row costs about 15 R
-// shuffles instead of hundreds of shared-memory round trips.
+// Ascending bitonic sort of kLaneGroup * R values held by the kLaneGroup
+// lanes of a group, R per lane in registers (element x = lane * R + r):
+// partners within a lane are swapped in registers, partners across lanes
+// meet through shuffles. No shared memory and no barriers: a row costs
+// about 15 R shuffles instead of hundreds of shared-memory round trips.
+// Warp width: the shuffles' masks are j / R < kLaneGroup and their width
+// kLaneGroup, so a lane reads only lanes of its own group: the warp on
+// NVIDIA and wave32, one half of the wavefront on wave64 (the other half,
+// another group, may be elsewhere in the code: a shuffle reads no lane of
+// it). Registers and shuffles only: no memory ordering is involved.
 template <int R>
 __device__ inline void warp_bitonic_sort(int32_t (&v)[R], int lane) {
-  constexpr int N = 32 * R;
+  constexpr int N = kLaneGroup * R;
 #pragma unroll
   for (int k = 2; k <= N; k *= 2) {
 #pragma unroll
@@ -493,7 +538,7 @@ __device__ inline void warp_bitonic_sort(int32_t (&v)[R], int lane) {
 #pragma unroll
         for (int r = 0; r < R; ++r) {
           const int x = lane * R + r;
-          const int32_t other = HIPKERN_SHFL_XOR(v[r], lane_mask);
+          const int32_t other = HIPKERN_SHFL_XOR(v[r], lane_mask, kLaneGroup);
           const bool up = (x & k) == 0;
           const bool lower = (lane & lane_mask) == 0;
           // The lower element of a pair keeps the smaller value when the
@@ -505,8 +550,8 @@ __device__ inline void warp_bitonic_sort(int32_t (&v)[R], int lane) {
   }
 }
 
-// One row of 2 .. 32 * R edge ids, loaded, checked, sorted if needed and
-// written back by the 32 lanes of a group.
+// One row of 2 .. kLaneGroup * R edge ids, loaded, checked, sorted if
+// needed and written back by the kLaneGroup lanes of a group.
 template <int R>
 __device__ inline void sort_row_in_lanes(int32_t *row, int32_t len, int lane) {
   int32_t v[R];
@@ -528,7 +573,9 @@ __device__ inline void sort_row_in_lanes(int32_t *row, int32_t len, int lane) {
       ascending &= v[r] <= successor;
     }
   }
-  for (int m = 16; m > 0; m /= 2) ascending &= HIPKERN_SHFL_XOR(ascending, m);
+  // AND over the group's lanes (masks < kLaneGroup: within the group).
+  for (int m = kLaneGroup / 2; m > 0; m /= 2)
+    ascending &= HIPKERN_SHFL_XOR(ascending, m, kLaneGroup);
   if (ascending) return;
   warp_bitonic_sort<R>(v, lane);
 #pragma unroll
@@ -538,9 +585,16 @@ __device__ inline void sort_row_in_lanes(int32_t *row, int32_t len, int lane) {
   }
 }
 
-// Step 4a: rows of 2..kShortRow edges sorted by the 32 lanes of one warp
-// each, in registers (the smallest R that holds the row); longer rows are
-// appended to long_rows for step 4b. blockIdx.y picks dst/src.
+// Step 4a: rows of 2..kShortRow edges sorted by the kLaneGroup lanes of
+// one group each, in registers (the smallest R that holds the row); longer
+// rows are appended to long_rows for step 4b. blockIdx.y picks dst/src.
+// Warp width: a group is a warp on NVIDIA and wave32 and half a wavefront
+// on wave64 (kPlanBlock is whole groups, each kLaneGroup-aligned). Every
+// branch below is uniform over the group, so each group's lanes reach its
+// shuffles together: on NVIDIA the group is the whole warp (the full
+// mask); on wave64 the two groups of a wavefront may take different
+// branches (one returns, or sorts with another R), which only masks the
+// other half's lanes off: a group's shuffles read its own lanes alone.
 __global__ void plan_sort_short_rows(int32_t *order_dst, int32_t *order_src,
                                      const int32_t *row_ptr_dst, const int32_t *row_ptr_src,
                                      int64_t n_rows, int32_t *long_count, int32_t *long_rows,
@@ -549,7 +603,7 @@ __global__ void plan_sort_short_rows(int32_t *order_dst, int32_t *order_src,
   const bool is_src = blockIdx.y == 1;
   int32_t *order = is_src ? order_src : order_dst;
   const int32_t *row_ptr = is_src ? row_ptr_src : row_ptr_dst;
-  const int group = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int group = threadIdx.x / kLaneGroup, lane = threadIdx.x % kLaneGroup;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kShortGroups + group;
   if (row >= n_rows) return;  // the whole group: rows are per group
   const int32_t begin = row_ptr[row], len = row_ptr[row + 1] - begin;
@@ -563,9 +617,9 @@ __global__ void plan_sort_short_rows(int32_t *order_dst, int32_t *order_src,
   // Every branch is uniform over the group (len is the group's).
   int32_t *r = order + begin;
   if (len <= 1) return;
-  if (len <= 32) sort_row_in_lanes<1>(r, len, lane);
-  else if (len <= 64) sort_row_in_lanes<2>(r, len, lane);
-  else if (len <= 128) sort_row_in_lanes<4>(r, len, lane);
+  if (len <= kLaneGroup) sort_row_in_lanes<1>(r, len, lane);
+  else if (len <= 2 * kLaneGroup) sort_row_in_lanes<2>(r, len, lane);
+  else if (len <= 4 * kLaneGroup) sort_row_in_lanes<4>(r, len, lane);
   else sort_row_in_lanes<8>(r, len, lane);
 }
 

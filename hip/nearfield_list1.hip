@@ -23,14 +23,21 @@
 //     pack `boxes` groups of `lanes` threads into one block (group g of
 //     block i takes boxes i·boxes + g, + gridDim.x·boxes, ...), so the
 //     shared-memory staging below is paid once per several boxes: lanes =
-//     min(target_batch_size, w) with w = nq where nq divides 32, else nq
-//     rounded up to whole warps (lanes past nq have no target; a box never
-//     straddles warps unless the batch asks for fewer lanes). The
+//     min(target_batch_size, w) with w = nq where nq divides kLaneGroup
+//     (32), else nq rounded up to whole lane groups (lanes past nq have no
+//     target; a box never straddles a lane group unless the batch asks for
+//     fewer lanes; box_lanes below, with its checks at warp 32 and 64). The
 //     target-point loop has the launch-known bound n_q_points (= q^d) and
 //     lane guard `t < n_box_targets`: lane l takes the box's target points
 //     t = l, l + lanes, ... Each lane computes its targets' sums alone, in
 //     registers, in the CPU evaluator's order (below), so the batch size
 //     changes which thread computes a value, never the value.
+//   Warp width: lanes and boxes are a split of the work only. No lane
+//     reads another's registers (no shuffle, vote or warp-synchronous
+//     shared memory: threads meet only across __syncthreads), so every
+//     kernel here is correct at any warp width. The width only decides
+//     which boxes share a warp or wavefront (their pair lists differ, so
+//     they diverge: a matter of speed; see box_lanes).
 //   Per (target t, pair j) the lane sums acc = Σ_s f[box_j, s]·T(case_j, s, t)
 //     over the source modes in order, then u += scale·acc + disp (disp the
 //     level's displacement times Σ_s f_s·N_s, only where it is nonzero:
@@ -354,7 +361,8 @@ __global__ void list1_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
 
   // Group g of `lanes` threads takes boxes blockIdx.x·boxes + g, + gridDim.x·boxes, ...
   // (Only the fallback packs boxes: the other layouts keep one box per
-  // block, lanes = blockDim.x.)
+  // block, lanes = blockDim.x.) A work split, right at any warp width:
+  // after the barrier above no thread reads another's data (header).
   constexpr bool kPack = LAYOUT == HIPKERN_LIST1_FALLBACK;
   const int nlanes = kPack ? lanes : static_cast<int>(blockDim.x);
   const int nboxes = kPack ? boxes : 1;
@@ -539,6 +547,8 @@ __global__ void __launch_bounds__(512) list1_fallback_resolved_kernel(hipkern_li
   for (int k = threadIdx.x; k < n_tr; k += blockDim.x) tsig[k] = tab.transform_signs[k];
   __syncthreads();
 
+  // Groups of `lanes` threads, one box each: a work split, right at any
+  // warp width (no thread reads another's data past the barrier above).
   const int grp = static_cast<int>(threadIdx.x) / lanes;
   const int lane = static_cast<int>(threadIdx.x) - grp * lanes;
   if (grp >= boxes) return;
@@ -801,7 +811,10 @@ __device__ __forceinline__ double orbit_pair_shape(const OrbitRaw &rc, const int
 // shared memory: [values n_tables·n_rows doubles] [OrbitRaw per case].
 // Block: `boxes` groups of `lanes` threads, group g takes target boxes
 // blockIdx.x·boxes + g, + gridDim.x·boxes, ...; lane l of a group takes
-// t = l, l + lanes, ... (lanes = min(batch, nq rounded up to 32)).
+// t = l, l + lanes, ... (lanes = packed_box_lanes: min(batch, nq rounded
+// up to a lane group)); a work split, right at any warp width. (On AMD,
+// HIP maps the 2 of __launch_bounds__ to amdgpu_waves_per_eu(2), a
+// register-budget hint in waves per SIMD, not CUDA's blocks per SM.)
 template <int D, int Q>
 __global__ void __launch_bounds__(512, 2)
     list1_orbit_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
@@ -1126,6 +1139,8 @@ __global__ void __launch_bounds__(kGroupThreads)
 __global__ void list1_group_sums(hipkern_list1_table tab, hipkern_list1_pairs pr,
                                  hipkern_list1_groups gr, const double *__restrict__ f,
                                  double *__restrict__ out, int nq, int lanes, int boxes) {
+  // Groups of `lanes` threads (box_lanes), one box each: a work split with
+  // no shared data at all, right at any warp width.
   const int grp = static_cast<int>(threadIdx.x) / lanes;
   const int lane = static_cast<int>(threadIdx.x) - grp * lanes;
   if (grp >= boxes) return;
@@ -1194,8 +1209,15 @@ __global__ void list1_group_sums(hipkern_list1_table tab, hipkern_list1_pairs pr
 // taking lanes g, g + 32, ... and outputs p·RO .. p·RO + RO: one FMA per
 // source mode in order. A warp is one part: its T reads are broadcasts,
 // its source reads one per lane (odd row stride: no bank conflict).
+// (Here a "lane" is a target box of the tile, and the 32 is kLaneGroup:
+// a part is kLaneGroup threads, a warp on NVIDIA and wave32, half a
+// wavefront on wave64, where a wavefront's two parts read two T rows: a
+// speed matter only. Threads share data only through shared memory across
+// __syncthreads, so the kernel is correct at any warp width; blocks of
+// 32 · S threads with S odd end in a half-filled wavefront on wave64.)
 // list1_tiled_mma_kernel (NVIDIA sm_80+): the products on the FP64 tensor
-// cores, below.
+// cores, below; it and list1_tiled_mma_sources_kernel are compiled for
+// NVIDIA alone (HIPKERN_L1_NVCC): AMD builds run list1_tiled_kernel.
 //
 // Order: per target point, the keys ascending, then the source modes in
 // order (one FMA each, or four per tensor-core step): the same for every
@@ -1667,8 +1689,8 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
   constexpr int RO = tiled_ro(NQ);
   constexpr int LDP = tiled_part_stride(NQ);
   constexpr int LDF = tiled_f_stride(NQ);
-  constexpr int B = 32 * RT;
-  constexpr int THREADS = 32 * S;
+  constexpr int B = kLaneGroup * RT;
+  constexpr int THREADS = kLaneGroup * S;
   extern __shared__ double smem_d[];
   double *Tc = smem_d;
   double *F = Tc + S * NQ * LDP;
@@ -1677,8 +1699,8 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
       B);
 
   const int tid = static_cast<int>(threadIdx.x);
-  const int part = tid >> 5;  // one warp per part
-  const int col = tid & 31;
+  const int part = tid >> kLaneGroupLog2;  // one lane group per part (see above)
+  const int col = tid & (kLaneGroup - 1);
   if (LAYOUT == HIPKERN_LIST1_ORBIT) tiled_mode_words<D>(tab.q, NQ, st);
   // The padding of the last part (outputs past nq) stays zero.
   for (int x = tid; x < S * NQ * LDP; x += THREADS) Tc[x] = 0.0;
@@ -1694,7 +1716,7 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
       bool any = false;
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
-        has[r] = st.sbox[slot * B + col + 32 * r] < kBadPair;
+        has[r] = st.sbox[slot * B + col + kLaneGroup * r] < kBadPair;
         any = any || has[r];
       }
       if (!any) return;
@@ -1703,7 +1725,7 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
       for (int s = 0; s < NQ; ++s) {
         double g[RT];
 #pragma unroll
-        for (int r = 0; r < RT; ++r) g[r] = has[r] ? F[(col + 32 * r) * LDF + s] : 0.0;
+        for (int r = 0; r < RT; ++r) g[r] = has[r] ? F[(col + kLaneGroup * r) * LDF + s] : 0.0;
         double v[RO];
         const double2 *row2 = reinterpret_cast<const double2 *>(Tp + s * LDP);
 #pragma unroll
@@ -1720,7 +1742,7 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
       }
 #pragma unroll
       for (int r = 0; r < RT; ++r) {
-        const double dt = st.sdisp[slot * B + col + 32 * r];
+        const double dt = st.sdisp[slot * B + col + kLaneGroup * r];
         if (has[r] && dt != 0.0)
 #pragma unroll
           for (int o = 0; o < RO; ++o) u[r][o] += dt;
@@ -1732,7 +1754,7 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
     __syncthreads();  // every lane's bad flag is final
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
-      const int lane = col + 32 * r;
+      const int lane = col + kLaneGroup * r;
       const uint32_t i = st.ltarget[lane];
       if (i == kNotFound) continue;
       const bool nan = st.lbad[lane] != 0u;
@@ -1763,6 +1785,13 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
 // modes in order) is the same for every tile width, split and layout, so
 // the same bits for all of them and from run to run, but not the FMA
 // kernel's bits.
+//
+// NVIDIA only, from here to the matching #endif (HIPKERN_L1_NVCC: nvcc, or
+// hipcc on NVIDIA): mma.sync.aligned is an instruction of the whole
+// converged 32-thread warp, so the 32s below (tid >> 5, tid & 31,
+// 32 · WARPS, the fragment layouts lane / 4, lane % 4, __syncwarp) are the
+// NVIDIA warp itself, not kLaneGroup. No AMD build compiles or launches
+// these kernels (tiled_kernel picks list1_tiled_kernel there).
 #if defined(HIPKERN_L1_NVCC)
 // Padded sizes: rows (target points) to 8, columns (source modes) to 4;
 // the row stride ≡ 4 (mod 16) doubles so a fragment load (rows g = 0..3 or
@@ -2292,7 +2321,7 @@ bool mma_available() {
   }
   return major >= 8;
 }
-#endif  // HIPKERN_L1_NVCC
+#endif  // HIPKERN_L1_NVCC (the tensor-core kernels)
 
 // hipkern_list1_expand_keys: block per key (grid-stride), the layout
 // decoded once by thread 0, then every entry of the key's case matrix, row
@@ -2336,7 +2365,7 @@ __global__ void __launch_bounds__(256)
 // memory, launch_tiled launches it.
 enum class TiledKernel { kFma, kMmaKeyed, kMmaSources };
 TiledKernel tiled_kernel(const hipkern_list1_tiles &tl) {
-#if defined(HIPKERN_L1_NVCC)
+#if defined(HIPKERN_L1_NVCC)  // the tensor-core kernels exist on NVIDIA alone
   if (tl.arithmetic != HIPKERN_LIST1_TILED_FMA && mma_available())
     return tl.arithmetic == HIPKERN_LIST1_TILED_TENSOR_SOURCES ? TiledKernel::kMmaSources
                                                                : TiledKernel::kMmaKeyed;
@@ -2391,6 +2420,80 @@ int32_t allow_shared(const void *kernel, size_t bytes) {
   return 0;
 }
 
+// ---- Lanes per target box of the packed per-target kernels ----
+//
+// list1_orbit_kernel, list1_fallback_resolved_kernel, list1_group_sums:
+// box_lanes(nq) = nq when it divides kLaneGroup (boxes then share a lane
+// group evenly), else nq rounded up to whole lane groups, at most the
+// batch; list1_kernel's FALLBACK path rounds up to whole lane groups
+// always. Groups of lanes are a split of the work, not a correctness
+// matter (no cross-lane operation: header); the rounding keeps a box from
+// straddling a lane group, so that boxes sharing a warp (which diverge:
+// different pair lists) share it whole. kLaneGroup (32), not the device's
+// width, on every device: on wave64 rounding to 64 would idle more lanes
+// (nq = 27: 37 of 64 instead of 5 of 32) to spare two 32-lane boxes one
+// shared wavefront. The checks below state what the geometry gives at
+// warp 32 and at wavefront 64.
+constexpr int round_up_to_lane_groups(int n) {
+  return (n + kLaneGroup - 1) / kLaneGroup * kLaneGroup;
+}
+constexpr int box_lanes(int nq) {
+  return kLaneGroup % nq == 0 ? nq : round_up_to_lane_groups(nq);
+}
+constexpr int packed_box_lanes(int nq, int batch) {
+  return batch < box_lanes(nq) ? batch : box_lanes(nq);
+}
+constexpr int rounded_box_lanes(int nq, int batch) {
+  return batch < round_up_to_lane_groups(nq) ? batch : round_up_to_lane_groups(nq);
+}
+// Boxes per block of about `tpb` threads (at least one).
+constexpr int boxes_per_block(int tpb, int lanes) { return tpb / lanes > 1 ? tpb / lanes : 1; }
+// The packed geometry's boxes relative to warps of `width` lanes
+// (lane_groups_align: none split between two warps it shares).
+constexpr bool packed_boxes_align(int lanes, int tpb, int width) {
+  return lane_groups_align(lanes, boxes_per_block(tpb, lanes) * lanes, width);
+}
+
+// Host-side checks of that arithmetic (nq = q^d of 2D and 3D tables).
+static_assert(box_lanes(1) == 1 && box_lanes(4) == 4 && box_lanes(8) == 8 &&
+                  box_lanes(16) == 16 && box_lanes(9) == 32 && box_lanes(25) == 32 &&
+                  box_lanes(27) == 32 && box_lanes(36) == 64 && box_lanes(64) == 64 &&
+                  box_lanes(81) == 96 && box_lanes(125) == 128 && box_lanes(216) == 224,
+              "box_lanes");
+static_assert(packed_box_lanes(27, 7) == 7 && packed_box_lanes(27, 1024) == 32 &&
+                  rounded_box_lanes(8, 1024) == 32 && rounded_box_lanes(64, 40) == 40,
+              "packed_box_lanes, rounded_box_lanes");
+static_assert(boxes_per_block(256, 32) == 8 && boxes_per_block(512, 27) == 18 &&
+                  boxes_per_block(256, 224) == 1 && boxes_per_block(256, 352) == 1,
+              "boxes_per_block");
+// Warp 32 (NVIDIA, RDNA): no box is ever split between two warps it shares.
+constexpr bool packed_align_32(int nq) {
+  return packed_boxes_align(box_lanes(nq), 256, 32) && packed_boxes_align(box_lanes(nq), 512, 32) &&
+         packed_boxes_align(rounded_box_lanes(nq, 1024), 256, 32);
+}
+static_assert(packed_align_32(1) && packed_align_32(4) && packed_align_32(8) &&
+                  packed_align_32(9) && packed_align_32(16) && packed_align_32(27) &&
+                  packed_align_32(64) && packed_align_32(81) && packed_align_32(125) &&
+                  packed_align_32(216) && packed_align_32(343),
+              "packed boxes at warp 32");
+// Wavefront 64 (CDNA): the same for every nq up to 64 (lanes dividing 32,
+// 32 itself: two boxes a wavefront, or 64) and for lanes a multiple of 64;
+// lanes an odd multiple of 32 above 32 (96, 160, 224, ...: nq 65..96,
+// 129..160, 193..224, ...) put the tail of one box and the head of the
+// next in one wavefront: still correct (a work split), only some
+// divergence there.
+constexpr bool packed_align_64(int nq) {
+  return packed_boxes_align(box_lanes(nq), 256, 64) && packed_boxes_align(box_lanes(nq), 512, 64) &&
+         packed_boxes_align(rounded_box_lanes(nq, 1024), 256, 64);
+}
+static_assert(packed_align_64(1) && packed_align_64(4) && packed_align_64(8) &&
+                  packed_align_64(9) && packed_align_64(16) && packed_align_64(27) &&
+                  packed_align_64(64) && packed_align_64(125),
+              "packed boxes at wavefront 64");
+static_assert(packed_align_64(343), "352 lanes: one box a block at 256 and 512 threads");
+static_assert(!packed_align_64(81) && !packed_align_64(144) && !packed_align_64(216),
+              "96-, 160- and 224-lane boxes share a wavefront at wave64 (work split only)");
+
 // The ORBIT fast path (q = Q ≤ 4, every table's compact rows in shared
 // memory); false (nothing launched) when the rows do not fit.
 template <int D, int Q>
@@ -2400,13 +2503,11 @@ bool launch_orbit_fast(const hipkern_list1_table &tab, const hipkern_list1_pairs
   const size_t shmem = static_cast<size_t>(tab.n_tables) * static_cast<size_t>(tab.n_rows) * 8 +
                        sizeof(OrbitRaw) * static_cast<size_t>(tab.n_cases);
   if (tab.n_rows >= (int64_t{1} << 30) || shmem > static_cast<size_t>(shared_limit())) return false;
-  // Lanes per box: nq when it divides a warp (boxes then share warps
-  // evenly), else nq rounded up to whole warps (a box never straddles
-  // warps: different boxes' pair lists differ, and would diverge).
-  const int wl = (32 % nq == 0) ? nq : (nq + 31) / 32 * 32;
-  const int lanes = batch < wl ? batch : wl;
+  // Lanes per box: box_lanes (nq when it divides a lane group, else whole
+  // lane groups: different boxes' pair lists differ, and would diverge).
+  const int lanes = packed_box_lanes(nq, batch);
   const int tpb = shmem > 64 * 1024 ? 512 : 256;
-  const int boxes = tpb / lanes > 1 ? tpb / lanes : 1;
+  const int boxes = boxes_per_block(tpb, lanes);
   int64_t blocks = (pr.n_targets + boxes - 1) / boxes;
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
   (void)hipGetLastError();  // a stale error must not be reported as ours
@@ -2447,10 +2548,9 @@ int32_t launch_fallback_resolved(const hipkern_list1_table &tab, const hipkern_l
     vals_shared = 1;
   }
   shmem = (shmem + 7) / 8 * 8;
-  const int wl = (32 % nq == 0) ? nq : (nq + 31) / 32 * 32;
-  const int lanes = batch < wl ? batch : wl;
+  const int lanes = packed_box_lanes(nq, batch);
   const int tpb = shmem > 64 * 1024 ? 512 : 256;
-  const int boxes = tpb / lanes > 1 ? tpb / lanes : 1;
+  const int boxes = boxes_per_block(tpb, lanes);
   int64_t blocks = (pr.n_targets + boxes - 1) / boxes;
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
   (void)hipGetLastError();  // a stale error must not be reported as ours
@@ -2528,10 +2628,9 @@ int32_t launch(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr, co
     }
     shmem = (shmem + 7) / 8 * 8;
     bits = hash_bits(tab);
-    const int r32 = (nq + 31) / 32 * 32;
-    lanes = batch < r32 ? batch : r32;
+    lanes = rounded_box_lanes(nq, batch);
     const int tpb = shmem > 64 * 1024 ? 512 : 256;
-    boxes = tpb / lanes > 1 ? tpb / lanes : 1;
+    boxes = boxes_per_block(tpb, lanes);
     (void)hipGetLastError();
     const int32_t e = allow_shared(reinterpret_cast<const void *>(&list1_kernel<D, LAYOUT>), shmem);
     if (e != 0) return e;
@@ -2634,10 +2733,10 @@ int32_t launch_grouped(const hipkern_list1_table &tab, const hipkern_list1_pairs
     const int32_t rc = static_cast<int32_t>(hipGetLastError());
     if (rc != 0) return rc;
   }
-  // Lanes per box as the ORBIT fast path: nq when it divides a warp, else
-  // nq rounded up to whole warps.
-  const int lanes = (32 % nq == 0) ? nq : (nq + 31) / 32 * 32;
-  const int boxes = kGroupThreads / lanes > 1 ? kGroupThreads / lanes : 1;
+  // Lanes per box as the ORBIT fast path: nq when it divides a lane group,
+  // else nq rounded up to whole lane groups (box_lanes).
+  const int lanes = box_lanes(nq);
+  const int boxes = boxes_per_block(kGroupThreads, lanes);
   const int64_t n = gr.target_end - gr.target_begin;
   int64_t blocks = (n + boxes - 1) / boxes;
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
@@ -2670,6 +2769,7 @@ int32_t launch_tiled_b(TiledKernel which, const hipkern_list1_table &tab,
   const uint32_t bits = LAYOUT == HIPKERN_LIST1_FALLBACK ? hash_bits(tab) : 0;
   const size_t shmem = tiled_shared_bytes(which, D, LAYOUT, NQ, B, tab.q, tl.max_tile_sources);
 #if defined(HIPKERN_L1_NVCC)
+  // NVIDIA only: WARPS and the thread counts are in 32-thread NVIDIA warps.
   if (which == TiledKernel::kMmaKeyed) {
     constexpr int WARPS = B / 32;
     constexpr int MSPLIT = mma_msplit(NQ, WARPS);
@@ -2680,8 +2780,10 @@ int32_t launch_tiled_b(TiledKernel which, const hipkern_list1_table &tab,
     return launch_tiles(&list1_tiled_mma_sources_kernel<D, LAYOUT, NQ, B>, shmem,
                         mma_threads(NQ, B), tab, pr, tl, f, out, bits, s);
 #endif
-  return launch_tiles(&list1_tiled_kernel<D, LAYOUT, NQ, B / 32>, shmem, 32 * tiled_parts(NQ), tab,
-                      pr, tl, f, out, bits, s);
+  // Every platform: B / kLaneGroup boxes a thread, kLaneGroup threads a part.
+  static_assert(B % kLaneGroup == 0, "targets_per_tile is whole lane groups");
+  return launch_tiles(&list1_tiled_kernel<D, LAYOUT, NQ, B / kLaneGroup>, shmem,
+                      kLaneGroup * tiled_parts(NQ), tab, pr, tl, f, out, bits, s);
 }
 
 template <int D, int LAYOUT, int NQ>

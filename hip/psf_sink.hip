@@ -15,7 +15,8 @@
 //     take consecutive columns (so stamp reads are coalesced, the image's
 //     RGB triples nearly so). Every thread computes the event's anchor,
 //     phase, blend weights and row range itself (a few float64 operations;
-//     no shared memory, no barrier).
+//     no shared memory, no barrier, no cross-lane operation: a row group is
+//     a split of the work, not a warp, and is right at any warp width).
 //
 // Bit-identical to the CPU sink (src/psf/support.rs, cache.rs,
 // reference.rs): every float64 step of the row ranges, the blend weights,
@@ -49,7 +50,13 @@ constexpr int kSide = HIPKERN_PSF_STAMP_SIDE;
 constexpr size_t kStampPixels = static_cast<size_t>(kSide) * kSide;
 constexpr int kFields = HIPKERN_PSF_EVENT_FIELDS;
 constexpr unsigned kSplatBlock = 256;
-constexpr unsigned kGroup = 32;  // threads per row group
+// Threads per row group: a work split only (psf_splat has no shuffle, no
+// barrier, no shared memory), so correct at every warp width. 32 so a
+// group's consecutive columns are one NVIDIA / wave32 warp's coalesced
+// reads; on wave64 a wavefront takes two row groups (two rows of the same
+// event, whose column loops differ only in their trip counts).
+constexpr unsigned kGroup = 32;
+static_assert(kSplatBlock % kGroup == 0, "whole row groups per block");
 constexpr unsigned kCheckBlock = 256;
 constexpr int64_t kMaxBlocks = 65535;
 constexpr unsigned long long kNone = ~0ull;
@@ -516,7 +523,11 @@ __global__ void __launch_bounds__(kSortBlock)
     psf_tile_sort(uint64_t n_tasks, const hipkern_psf_tile_task *tasks, const uint32_t *tile_ends,
                   uint32_t *references, const hipkern_psf_bin_totals *totals,
                   const unsigned long long *report) {
-  constexpr int kWords = kMaxChunk / 32;
+  // The chunk's events as a bitmask of 32-bit words: event k is bit k % 32
+  // of word k / 32. These 32s are the bits of a uint32_t (atomicOr, __popc,
+  // __ffs on one word), not lanes: nothing here depends on the warp width.
+  constexpr int kWordBits = 32;
+  constexpr int kWords = kMaxChunk / kWordBits;
   constexpr int kPer = kWords / kSortBlock;
   __shared__ uint32_t mask[kWords];
   __shared__ uint64_t buf[kSortBlock];
@@ -529,7 +540,7 @@ __global__ void __launch_bounds__(kSortBlock)
   __syncthreads();
   for (uint32_t i = t; i < len; i += kSortBlock) {
     const uint32_t k = references[start + i];
-    atomicOr(&mask[k >> 5], 1u << (k & 31));
+    atomicOr(&mask[k / kWordBits], 1u << (k % kWordBits));
   }
   __syncthreads();
   uint32_t mine = 0;
@@ -541,12 +552,14 @@ __global__ void __launch_bounds__(kSortBlock)
     while (bits) {
       const int b = __ffs(bits) - 1;
       bits &= bits - 1;
-      references[start + at++] = static_cast<uint32_t>((t * kPer + w) * 32 + b);
+      references[start + at++] = static_cast<uint32_t>((t * kPer + w) * kWordBits + b);
     }
   }
 }
 
-// tile × tile threads; kMaxTile = 32.
+// tile × tile threads; kMaxTile = 32. Blocks of 256 or 1024 threads (whole
+// warps and wavefronts), one thread per pixel; threads exchange data only
+// through shared memory across __syncthreads: correct at any warp width.
 constexpr int kMaxTile = 32;
 
 __global__ void __launch_bounds__(kMaxTile * kMaxTile)

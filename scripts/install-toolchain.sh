@@ -14,7 +14,8 @@
 #
 # Sources (see docs/toolchains.md):
 #   --cuda     CUDA 13.0 from PyPI into .toolchain/cuda (matches the GPU
-#              machines' driver 580; nvvm pinned, or ptxas rejects the PTX).
+#              machines' driver 580; nvvm pinned, or ptxas rejects the PTX),
+#              CMake 3.31 from PyPI into .toolchain/cmake, pkgconf (apt).
 #   --rocm     ROCm 6.4's HIP userland from Debian sid (hipcc 7.0.2, clang 21,
 #              libamdhip64.so.6) in a root made by mmdebstrap from this
 #              machine's own Debian mirror, kept under ~/.cache/hipkern/roots.
@@ -87,6 +88,21 @@ if [ $want_cuda = 1 ]; then
       nvidia-cuda-cuobjdump==13.2.51
     touch "$TC/cuda/.stamp-13.0"
   fi
+  # The wheels keep the libraries in lib/ and ship no unversioned
+  # libcudart.so; nvcc's own link line (and so CMake's CUDA compiler check)
+  # looks in lib64/, and CMake's FindCUDAToolkit wants libcudart.so, as a
+  # toolkit install has them.
+  [ -e "$TC/cuda/nvidia/cu13/lib64" ] || ln -s lib "$TC/cuda/nvidia/cu13/lib64"
+  [ -e "$TC/cuda/nvidia/cu13/lib/libcudart.so" ] || ln -s libcudart.so.13 "$TC/cuda/nvidia/cu13/lib/libcudart.so"
+  # CMake (the kernel layer's CMake build and its consumers) and pkg-config.
+  if [ -x "$TC/cmake/cmake/data/bin/cmake" ] && [ -f "$TC/cmake/.stamp-3.31.6" ]; then
+    echo "cmake: present ($TC/cmake)"
+  else
+    rm -rf "$TC/cmake"
+    python3 -m pip install -q --disable-pip-version-check --target "$TC/cmake" cmake==3.31.6
+    touch "$TC/cmake/.stamp-3.31.6"
+  fi
+  apt_install pkgconf
 fi
 
 if [ $want_rocm = 1 ] || [ $want_rocm7 = 1 ]; then

@@ -7,13 +7,15 @@
 #   7.2  sid + experimental,       hipcc 7.2.4 (clang 22), libamdhip64-dev 7.2.4
 #        experimental pinned up:   (libamdhip64.so.7), rocm-device-libs-22
 #
-# plus gcc/g++ (cargo's linker and the C example's compiler) and binutils.
+# plus gcc/g++, make, cmake and pkgconf (cargo's linker, the C libraries some
+# crates build from source, the CMake build of the kernel layer and its
+# consumers) and binutils.
 # Roots are kept outside the clone, under $HIPKERN_ROOTS_DIR or
 # ${XDG_CACHE_HOME:-~/.cache}/hipkern/roots, so every clone and CI run on
 # the machine reuses them; a root whose recipe changed is made again.
 
 # Bump when a root's package list or setup changes (the stamp records it).
-ROCM_ROOT_RECIPE=1
+ROCM_ROOT_RECIPE=3
 
 rocm_root_dir() {
   echo "${HIPKERN_ROOTS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hipkern/roots}/rocm-$1"
@@ -38,7 +40,9 @@ make_rocm_root() {
   echo "rocm $version: building the root $dir (mmdebstrap, suite sid)"
   mkdir -p "$(dirname "$dir")"
   tmp="$dir.partial"
-  rm -rf "$tmp"
+  local sudo=""
+  if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+  $sudo rm -rf "$tmp"
   local hook=()
   suites=("deb $mirror sid main")
   case "$version" in
@@ -52,19 +56,19 @@ make_rocm_root() {
   esac
   # Check-Valid-Until: the mirror may serve a snapshot whose sid Release
   # file has expired, which apt otherwise refuses.
-  mmdebstrap --quiet --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' "${hook[@]}" \
-    --include="hipcc,libamdhip64-dev,$devlibs,binutils,gcc,g++,file,ca-certificates" \
+  $sudo mmdebstrap --quiet --variant=apt --aptopt='Acquire::Check-Valid-Until "false"' "${hook[@]}" \
+    --include="hipcc,libamdhip64-dev,$devlibs,binutils,gcc,g++,make,cmake,pkgconf,file,ca-certificates" \
     sid "$tmp" "${suites[@]}"
   local want got
   want="$(rocm_root_hip_version "$version")"
-  got="$(unshare --mount --propagation private /bin/bash -c \
+  got="$($sudo unshare --mount --propagation private /bin/bash -c \
     'mount -t proc proc "$1/proc" && chroot "$1" hipcc --version' _ "$tmp" | sed -nE 's/^HIP version: ([0-9]+\.[0-9]+).*/\1/p')"
   if [ "$got" != "$want" ]; then
     echo "install-toolchain: the ROCm $version root's hipcc reports HIP '${got:-nothing}', expected $want" >&2
     return 1
   fi
-  echo "recipe $ROCM_ROOT_RECIPE" >"$tmp/.hipkern-root-ready"
-  rm -rf "$dir"
-  mv "$tmp" "$dir"
+  echo "recipe $ROCM_ROOT_RECIPE" | $sudo tee "$tmp/.hipkern-root-ready" >/dev/null
+  $sudo rm -rf "$dir"
+  $sudo mv "$tmp" "$dir"
   echo "rocm $version: ready ($(du -sh "$dir" | cut -f1), HIP $got)"
 }

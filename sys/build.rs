@@ -129,15 +129,20 @@ fn build_device(t: &Toolchain, hip_dir: &Path, include: &Path, out: &Path) {
     std::fs::write(out.join("hipkern_build_config.h"), cfg)
         .unwrap_or_else(|e| fail(&format!("writing config header: {e}")));
 
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(hip_dir)
+    let list_path = hip_dir.join("sources.txt");
+    println!("cargo:rerun-if-changed={}", list_path.display());
+    let list = std::fs::read_to_string(&list_path)
+        .unwrap_or_else(|e| fail(&format!("reading {}: {e}", list_path.display())));
+    let present: Vec<String> = std::fs::read_dir(hip_dir)
         .unwrap_or_else(|e| fail(&format!("reading {}: {e}", hip_dir.display())))
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "hip"))
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .filter(|n| n.ends_with(".hip"))
         .collect();
-    sources.sort();
-    if sources.is_empty() {
-        fail(&format!("no .hip files in {}", hip_dir.display()));
-    }
+    let sources: Vec<PathBuf> = build_support::kernel_sources(&list, &present)
+        .unwrap_or_else(|e| fail(&e))
+        .iter()
+        .map(|n| hip_dir.join(n))
+        .collect();
     let includes = vec![include.to_path_buf(), out.to_path_buf()];
     let objects: Vec<PathBuf> = sources
         .iter()

@@ -498,12 +498,10 @@ pub fn compile_args(t: &Toolchain, src: &Path, obj: &Path, includes: &[PathBuf])
     let mut a: Vec<String> = Vec::new();
     match kind {
         CompilerKind::ClangHip => a.extend(["-x".into(), "hip".into()]),
-        CompilerKind::Nvcc => a.extend([
-            "-x".into(),
-            "cu".into(),
-            "-D__HIP_PLATFORM_NVIDIA__".into(),
-            "-DHIPKERN_PORT_CUDA".into(),
-        ]),
+        CompilerKind::Nvcc => {
+            a.extend(["-x".into(), "cu".into()]);
+            a.extend(NVCC_DEFINES.iter().map(|d| format!("-D{d}")));
+        }
         _ => {}
     }
     a.extend(["-std=c++17".into(), "-O3".into()]);
@@ -539,3 +537,46 @@ pub fn compile_args(t: &Toolchain, src: &Path, obj: &Path, includes: &[PathBuf])
     ]);
     a
 }
+
+/// The kernel sources named by `hip/sources.txt` (one per line; `#`
+/// comments and blank lines skipped), checked against the `.hip` files
+/// that are in the folder: a listed file that is missing, a `.hip` file
+/// that is not listed, and a name listed twice are errors naming it. The
+/// CMake build reads the same file, so both builds compile the same list.
+pub fn kernel_sources(list: &str, hip_files_present: &[String]) -> Result<Vec<String>, String> {
+    let mut out: Vec<String> = Vec::new();
+    for (i, line) in list.lines().enumerate() {
+        let name = line.split('#').next().unwrap_or("").trim();
+        if name.is_empty() {
+            continue;
+        }
+        if !name.ends_with(".hip") || name.contains('/') {
+            return Err(format!(
+                "hip/sources.txt line {}: '{name}' is not a .hip file of hip/",
+                i + 1
+            ));
+        }
+        if out.iter().any(|x| x == name) {
+            return Err(format!("hip/sources.txt lists '{name}' twice"));
+        }
+        if !hip_files_present.iter().any(|f| f == name) {
+            return Err(format!(
+                "hip/sources.txt lists '{name}', which is not in hip/"
+            ));
+        }
+        out.push(name.to_string());
+    }
+    if let Some(extra) = hip_files_present.iter().find(|f| !out.contains(f)) {
+        return Err(format!(
+            "hip/{extra} is not listed in hip/sources.txt (both builds compile that list only)"
+        ));
+    }
+    if out.is_empty() {
+        return Err("hip/sources.txt lists no source".into());
+    }
+    Ok(out)
+}
+
+/// The preprocessor definitions of an nvcc compile (the `nvidia` platform
+/// without hipcc): the CMake build's CUDA sources get the same.
+pub const NVCC_DEFINES: &[&str] = &["__HIP_PLATFORM_NVIDIA__", "HIPKERN_PORT_CUDA"];

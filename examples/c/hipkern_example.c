@@ -1,7 +1,8 @@
 /*
  * A plain C application of hipkern's C ABI (hip/include/hipkern.h), linked
- * against the kernel layer's static library libhipkern_kernels.a. No Rust,
- * no HIP or CUDA headers: device memory, streams and kernels go through
+ * against an installed libhipkern (CMake's find_package or pkg-config:
+ * examples/c/CMakeLists.txt, scripts/build-c-example.sh). No Rust, no HIP
+ * or CUDA headers: device memory, streams and kernels go through
  * hipkern_* entry points only, and every call's status is checked.
  *
  *   1. Force/virial assembly (SPEC section 4) on a small generated system

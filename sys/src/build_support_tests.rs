@@ -308,6 +308,7 @@ fn every_variable_read_is_declared() {
             && !v.starts_with("HIPKERN_BUILD")
             && !v.starts_with("HIPKERN_SYS")
             && !v.starts_with("HIPKERN_ERROR")
+            && !NVCC_DEFINES.contains(&v)
         {
             assert!(ENV_VARS.contains(&v), "{v} is read but not in ENV_VARS");
         }
@@ -389,4 +390,74 @@ fn native_archs_are_listed_by_the_toolchain() {
         e.contains("neither amdgpu-arch nor rocm_agent_enumerator"),
         "{e}"
     );
+}
+
+#[test]
+fn the_source_list_is_checked_against_the_folder() {
+    let present = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let list = "# comment\nfill.hip\n\n  runtime.hip  # the runtime\n";
+    assert_eq!(
+        kernel_sources(list, &present(&["runtime.hip", "fill.hip"])).unwrap(),
+        vec!["fill.hip", "runtime.hip"]
+    );
+    let e = kernel_sources(list, &present(&["runtime.hip", "fill.hip", "new.hip"])).unwrap_err();
+    assert!(e.contains("hip/new.hip is not listed"), "{e}");
+    let e = kernel_sources(list, &present(&["fill.hip"])).unwrap_err();
+    assert!(
+        e.contains("'runtime.hip'") && e.contains("not in hip/"),
+        "{e}"
+    );
+    let e = kernel_sources("fill.hip\nfill.hip\n", &present(&["fill.hip"])).unwrap_err();
+    assert!(e.contains("twice"), "{e}");
+    let e = kernel_sources("include/x.hip\n", &present(&[])).unwrap_err();
+    assert!(e.contains("line 1"), "{e}");
+    assert!(kernel_sources("# nothing\n", &present(&[])).is_err());
+}
+
+/// The cargo build and the CMake build (CMakeLists.txt at the repository
+/// root) compile the same files with the same definitions and flags: both
+/// read hip/sources.txt, which names every .hip file of hip/, and CMake
+/// gives the CUDA sources NVCC_DEFINES and the flags compile_args gives.
+#[test]
+fn cargo_and_cmake_builds_compile_the_same_sources_the_same_way() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cmake = std::fs::read_to_string(repo.join("CMakeLists.txt")).unwrap();
+    let list = std::fs::read_to_string(repo.join("hip/sources.txt")).unwrap();
+    let present: Vec<String> = std::fs::read_dir(repo.join("hip"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".hip"))
+        .collect();
+    let sources = kernel_sources(&list, &present).unwrap();
+    assert_eq!(sources.len(), present.len());
+    // CMake's list is that file, and it refuses an unlisted .hip file too.
+    assert!(cmake.contains("file(STRINGS hip/sources.txt _lines)"));
+    assert!(cmake.contains("is not listed in hip/sources.txt"));
+    // The nvcc definitions, in the order compile_args passes them.
+    let defines = format!(
+        "target_compile_definitions(hipkern_objects PRIVATE {})",
+        NVCC_DEFINES.join(" ")
+    );
+    assert!(cmake.contains(&defines), "CMakeLists.txt lacks {defines}");
+    // Language standard, optimisation, position-independent code.
+    for flag in ["-std=c++17", "-O3", "-fPIC"] {
+        let f = Fake::new();
+        let nvcc = f.file("bin/nvcc");
+        f.set("NVCC", &nvcc.display().to_string());
+        let t = f.resolve().unwrap();
+        let args = compile_args(&t, Path::new("k.hip"), Path::new("k.o"), &[]).join(" ");
+        assert!(args.contains(flag), "{flag} not in {args}");
+    }
+    for needle in [
+        "${_lang}_STANDARD 17",
+        "POSITION_INDEPENDENT_CODE ON",
+        "set(CMAKE_HIP_FLAGS_RELEASE \"-O3\"",
+        "set(CMAKE_CUDA_FLAGS_RELEASE \"-O3\"",
+        "set(CMAKE_HIP_ARCHITECTURES gfx1201)",
+        "set(CMAKE_CUDA_ARCHITECTURES 90)",
+    ] {
+        assert!(cmake.contains(needle), "CMakeLists.txt lacks {needle}");
+    }
+    assert_eq!(DEFAULT_OFFLOAD_ARCH, "gfx1201");
+    assert_eq!(DEFAULT_CUDA_ARCH, "sm_90");
 }
