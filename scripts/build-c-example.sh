@@ -64,7 +64,9 @@ for p in "${platforms[@]}"; do
     continue
   fi
   (
-    dir="$ROOT/${HIPKERN_CMAKE_DIR:-target/cmake}/$p"
+    base="${HIPKERN_CMAKE_DIR:-target/cmake}"
+    case "$base" in /*) ;; *) base="$ROOT/$base" ;; esac
+    dir="$base/$p"
     [ -n "${HIPKERN_ROCM_ROOT:-}" ] && dir="$dir-rocm$HIPKERN_ROCM_ROOT"
     cfg=(-DHIPKERN_PLATFORM="$p" -DCMAKE_BUILD_TYPE=Release)
     case "$p" in
