@@ -470,22 +470,14 @@ fn arch_mismatch_names_both_and_how_to_rebuild() {
 
 #[test]
 fn runtime_versions_are_spelled_out_and_the_build_reports_its_own() {
-    assert_eq!(
-        runtime::format_runtime_version("amd", 60_443_484),
-        "HIP 6.4.43484"
-    );
-    assert_eq!(
-        runtime::format_runtime_version("amd", 70_253_211),
-        "HIP 7.2.53211"
-    );
-    assert_eq!(
-        runtime::format_runtime_version("nvidia", 13_000),
-        "CUDA 13.0"
-    );
-    assert_eq!(
-        runtime::format_runtime_version("nvidia", 12_080),
-        "CUDA 12.8"
-    );
+    for (platform, v, spelled) in [
+        ("amd", 60_443_484, "HIP 6.4.43484"),
+        ("amd", 70_253_211, "HIP 7.2.53211"),
+        ("nvidia", 13_000, "CUDA 13.0"),
+        ("nvidia", 12_080, "CUDA 12.8"),
+    ] {
+        assert_eq!(runtime::format_runtime_version(platform, v), spelled);
+    }
     assert_eq!(runtime::format_runtime_version("cpu", 0), "none");
     let built = runtime::build_runtime_version();
     match runtime::platform() {

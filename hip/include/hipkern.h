@@ -1,8 +1,11 @@
 /*
  * hipkern.h — the C ABI of hipkern's kernel layer.
  *
- * A C/C++ HIP (or CUDA) application links libhipkern_kernels.a and calls
- * these entry points on memory and streams it already owns. The ABI is plain
+ * A C/C++ HIP (or CUDA) application links libhipkern (CMake:
+ * find_package(hipkern CONFIG) and hipkern::hipkern; or pkg-config hipkern;
+ * docs/c_and_cmake.md) and calls these entry points on memory and streams
+ * it already owns. The shared library's SONAME carries HIPKERN_ABI_VERSION
+ * (libhipkern.so.4) and it exports the hipkern_* entry points only. The ABI is plain
  * C: no C++ types, no HIP types. Streams and events are opaque pointers
  * (`hipStream_t`/`hipEvent_t` on AMD, `cudaStream_t`/`cudaEvent_t` on
  * NVIDIA), so a caller may pass its own; NULL means the default stream.
