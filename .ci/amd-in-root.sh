@@ -70,7 +70,7 @@ if [ -n "$ignored" ]; then echo "FAIL: GPU tests ignored on amd:" >&2; echo "$ig
 echo "$("${TEST_CMD[@]}" -- --list 2>/dev/null | grep -cE '^gpu_[a-z0-9_]*: test') GPU tests, none ignored"
 
 step "clippy"
-cargo clippy --release --workspace --all-targets -- -D warnings
+HIPKERN_CHECK_ONLY=1 cargo clippy --release --workspace --all-targets -- -D warnings
 
 if [ -n "$c_example_arch" ]; then
   step "CMake build for $c_example_arch, install, the C example through find_package and pkg-config (runs to the no-device path)"

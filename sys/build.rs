@@ -98,8 +98,13 @@ fn main() {
     println!("cargo:include={}", include.display());
     println!("cargo:lib_dir={}", out.display());
 
+    let check_only = build_support::check_only(&env).unwrap_or_else(|e| fail(&e));
     match t.platform {
         Platform::Cpu => build_cpu(&hip_dir, &include),
+        _ if check_only => println!(
+            "cargo:warning=hipkern: HIPKERN_CHECK_ONLY=1: no device code compiled or linked \
+             (cargo check, clippy, an editor); anything linked from this build fails to link"
+        ),
         _ => build_device(&t, &hip_dir, &include, &out),
     }
 }

@@ -22,6 +22,7 @@ pub const ENV_VARS: &[&str] = &[
     "HIPKERN_CUDA_ARCH",
     "PATH",
     "AR",
+    "HIPKERN_CHECK_ONLY",
 ];
 
 /// The AMD default when no variable names architectures: RDNA4, the
@@ -580,3 +581,17 @@ pub fn kernel_sources(list: &str, hip_files_present: &[String]) -> Result<Vec<St
 /// The preprocessor definitions of an nvcc compile (the `nvidia` platform
 /// without hipcc): the CMake build's CUDA sources get the same.
 pub const NVCC_DEFINES: &[&str] = &["__HIP_PLATFORM_NVIDIA__", "HIPKERN_PORT_CUDA"];
+
+/// HIPKERN_CHECK_ONLY=1: resolve the platform and its architectures as
+/// usual (the same cfgs and metadata), but compile and link no device
+/// code. For builds that never link (`cargo check`, clippy, an editor's
+/// analysis): the kernels take minutes per architecture, and a checker
+/// wraps the build script so that it runs again rather than reusing a
+/// full build's. Unset or `0`: a normal build.
+pub fn check_only(env: EnvFn) -> Result<bool, String> {
+    match var(env, "HIPKERN_CHECK_ONLY").as_deref() {
+        None | Some("0") => Ok(false),
+        Some("1") => Ok(true),
+        Some(other) => Err(format!("HIPKERN_CHECK_ONLY={other}: expected 1 or 0")),
+    }
+}

@@ -461,3 +461,18 @@ fn cargo_and_cmake_builds_compile_the_same_sources_the_same_way() {
     assert_eq!(DEFAULT_OFFLOAD_ARCH, "gfx1201");
     assert_eq!(DEFAULT_CUDA_ARCH, "sm_90");
 }
+
+#[test]
+fn check_only_is_a_switch() {
+    let f = Fake::new();
+    let env = |k: &str| f.vars.borrow().get(k).cloned();
+    assert!(!check_only(&env).unwrap());
+    f.set("HIPKERN_CHECK_ONLY", "1");
+    assert!(check_only(&env).unwrap());
+    f.set("HIPKERN_CHECK_ONLY", "0");
+    assert!(!check_only(&env).unwrap());
+    f.set("HIPKERN_CHECK_ONLY", "yes");
+    assert!(check_only(&env)
+        .unwrap_err()
+        .contains("HIPKERN_CHECK_ONLY=yes"));
+}
