@@ -21,11 +21,6 @@ rocm_root_dir() {
   echo "${HIPKERN_ROOTS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hipkern/roots}/rocm-$1"
 }
 
-# The HIP version (major.minor) that hipcc in a root must report.
-rocm_root_hip_version() {
-  case "$1" in 6.4) echo 6.4 ;; 7.2) echo 7.2 ;; esac
-}
-
 # make_rocm_root VERSION MIRROR_URI: builds the root next to its final place
 # and renames it there only once hipcc inside reports the expected HIP
 # version (a half-made root is never left where the stamp says ready).
@@ -60,7 +55,7 @@ make_rocm_root() {
     --include="hipcc,libamdhip64-dev,$devlibs,binutils,gcc,g++,make,cmake,pkgconf,file,ca-certificates" \
     sid "$tmp" "${suites[@]}"
   local want got
-  want="$(rocm_root_hip_version "$version")"
+  want="$version"  # hipcc reports HIP major.minor = the ROCm version
   got="$($sudo unshare --mount --propagation private /bin/bash -c \
     'mount -t proc proc "$1/proc" && chroot "$1" hipcc --version' _ "$tmp" | sed -nE 's/^HIP version: ([0-9]+\.[0-9]+).*/\1/p')"
   if [ "$got" != "$want" ]; then

@@ -440,12 +440,12 @@ fn cargo_and_cmake_builds_compile_the_same_sources_the_same_way() {
     );
     assert!(cmake.contains(&defines), "CMakeLists.txt lacks {defines}");
     // Language standard, optimisation, position-independent code.
+    let f = Fake::new();
+    let nvcc = f.file("bin/nvcc");
+    f.set("NVCC", &nvcc.display().to_string());
+    let t = f.resolve().unwrap();
+    let args = compile_args(&t, Path::new("k.hip"), Path::new("k.o"), &[]).join(" ");
     for flag in ["-std=c++17", "-O3", "-fPIC"] {
-        let f = Fake::new();
-        let nvcc = f.file("bin/nvcc");
-        f.set("NVCC", &nvcc.display().to_string());
-        let t = f.resolve().unwrap();
-        let args = compile_args(&t, Path::new("k.hip"), Path::new("k.o"), &[]).join(" ");
         assert!(args.contains(flag), "{flag} not in {args}");
     }
     for needle in [
