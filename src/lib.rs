@@ -38,6 +38,7 @@
 #![deny(missing_docs)]
 
 pub mod force;
+pub mod host_memory;
 pub mod nearfield;
 pub mod psf;
 pub mod rng;

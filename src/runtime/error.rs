@@ -44,6 +44,26 @@ pub enum Error {
     },
     /// Input that the caller got wrong, named.
     InvalidInput(String),
+    /// A host allocation this work needs cannot be made: more than the
+    /// machine has, or the allocator refused it. Nothing was written.
+    HostMemory {
+        /// What needed it, e.g. `the PSF cache's 1,050,625 stamps`.
+        what: String,
+        /// Bytes it needs.
+        needed_bytes: u64,
+        /// Bytes the machine reports available (`MemAvailable` plus free
+        /// swap on Linux), where known.
+        available_bytes: Option<u64>,
+    },
+    /// A file could not be read or written for a reason of the machine
+    /// (a full disk, a folder without write permission), not of its
+    /// contents.
+    Io {
+        /// What was being done, e.g. `cannot write table.npz`.
+        action: String,
+        /// The operating system's message.
+        message: String,
+    },
     /// A chunk needed more of a bounded scratch buffer than it has. The
     /// chunk was not applied (the image is as before it) and the owner is
     /// still usable: split the chunk, or choose another mode.
@@ -140,6 +160,26 @@ impl fmt::Display for Error {
                 write!(f, "{call} failed: {name} ({code}): {message}")
             }
             Error::InvalidInput(s) => write!(f, "invalid input: {s}"),
+            Error::HostMemory {
+                what,
+                needed_bytes,
+                available_bytes,
+            } => {
+                write!(
+                    f,
+                    "out of host memory: {what} needs {needed_bytes} bytes ({:.1} GiB)",
+                    *needed_bytes as f64 / GIB
+                )?;
+                match available_bytes {
+                    Some(a) => write!(
+                        f,
+                        ", and this machine has {a} bytes ({:.1} GiB) available",
+                        *a as f64 / GIB
+                    ),
+                    None => write!(f, ", and the allocator refused it"),
+                }
+            }
+            Error::Io { action, message } => write!(f, "{action}: {message}"),
             Error::ScratchExceeded {
                 buffer,
                 needed_bytes,
@@ -155,6 +195,8 @@ impl fmt::Display for Error {
         }
     }
 }
+
+const GIB: f64 = (1u64 << 30) as f64;
 
 impl std::error::Error for Error {}
 
