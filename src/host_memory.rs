@@ -110,7 +110,13 @@ mod tests {
         );
         assert!(e.to_string().contains("the test's array needs 11 bytes"));
         let overflow = bytes_of::<f64>(1u128 << 62, &name).unwrap_err();
-        assert!(matches!(overflow, Error::HostMemory { needed_bytes: u64::MAX, .. }));
+        assert!(matches!(
+            overflow,
+            Error::HostMemory {
+                needed_bytes: u64::MAX,
+                ..
+            }
+        ));
         assert_eq!(bytes_of::<f64>(3, &name), Ok(24));
     }
 

@@ -34,69 +34,80 @@ enum Command {
 }
 
 fn info() -> ExitCode {
+    match cli::print_lines(&info_lines()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(failure) => failure.report("hipkern info"),
+    }
+}
+
+/// What `hipkern info` prints.
+fn info_lines() -> Vec<String> {
     let archs = runtime::compiled_archs();
-    println!(
-        "hipkern {} (C ABI v{})",
-        env!("CARGO_PKG_VERSION"),
-        hipkern_sys::HIPKERN_ABI_VERSION
-    );
-    println!(
-        "platform: {}   compiled for: {}",
-        runtime::platform(),
-        if archs.is_empty() {
-            "no device code".to_string()
-        } else {
-            archs.join(", ")
-        }
-    );
+    let mut lines = vec![
+        format!(
+            "hipkern {} (C ABI v{})",
+            env!("CARGO_PKG_VERSION"),
+            hipkern_sys::HIPKERN_ABI_VERSION
+        ),
+        format!(
+            "platform: {}   compiled for: {}",
+            runtime::platform(),
+            if archs.is_empty() {
+                "no device code".to_string()
+            } else {
+                archs.join(", ")
+            }
+        ),
+    ];
     if runtime::platform() == "cpu" {
-        println!("devices: none usable: built without a HIP or CUDA compiler (cpu platform); CPU paths only");
-        return ExitCode::SUCCESS;
+        lines.push("devices: none usable: built without a HIP or CUDA compiler (cpu platform); CPU paths only".to_string());
+        return lines;
     }
     let version = |v| runtime::format_runtime_version(runtime::platform(), v);
-    println!(
+    lines.push(format!(
         "built against: {} ({})",
         version(runtime::build_runtime_version()),
         runtime::build_runtime_version()
-    );
-    match runtime::runtime_version() {
-        Ok(v) => println!("runtime version: {} ({v})", version(v)),
-        Err(e) => println!("runtime version: unknown ({e})"),
-    }
-    match runtime::driver_version() {
-        Ok(v) => println!("driver version: {v}"),
-        Err(e) => println!("driver version: unknown ({e})"),
-    }
+    ));
+    lines.push(match runtime::runtime_version() {
+        Ok(v) => format!("runtime version: {} ({v})", version(v)),
+        Err(e) => format!("runtime version: unknown ({e})"),
+    });
+    lines.push(match runtime::driver_version() {
+        Ok(v) => format!("driver version: {v}"),
+        Err(e) => format!("driver version: unknown ({e})"),
+    });
     let n = match runtime::device_count() {
         Ok(n) => n,
         Err(e) => {
-            println!("devices: none usable: {e}");
-            return ExitCode::SUCCESS;
+            lines.push(format!("devices: none usable: {e}"));
+            return lines;
         }
     };
     if n == 0 {
-        println!("devices: none visible");
+        lines.push("devices: none visible".to_string());
     }
     for i in 0..n {
-        match runtime::Device::new(i) {
+        lines.push(match runtime::Device::new(i) {
             Ok(d) => {
                 let p = d.properties();
-                println!(
+                format!(
                     "device {i}: {} ({}), {:.1} GiB, {} compute units, warp/wavefront {}",
                     p.name,
                     p.arch_name,
                     p.total_memory as f64 / (1u64 << 30) as f64,
                     p.multiprocessors,
                     p.warp_size
-                );
+                )
             }
-            Err(e) => println!("device {i}: not usable: {e}"),
-        }
+            Err(e) => format!("device {i}: not usable: {e}"),
+        });
     }
-    ExitCode::SUCCESS
+    lines
 }
 
 fn main() -> ExitCode {
+    cli::output::install_signal_cleanup();
     // Usage errors as one line, like every other error of the program
     // (`hipkern: error: ...`, exit 2); --help and --version print as usual.
     let cli = match Cli::try_parse() {
@@ -125,7 +136,7 @@ fn main() -> ExitCode {
                 Some(sub) => (format!("hipkern {sub}"), format!("hipkern {sub} --help")),
                 None => ("hipkern".to_string(), "hipkern --help".to_string()),
             };
-            eprintln!("{prefix}: error: {message} (see {help})");
+            cli::note(&format!("{prefix}: error: {message} (see {help})"));
             return ExitCode::from(2);
         }
     };

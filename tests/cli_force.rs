@@ -1960,16 +1960,19 @@ fn an_unwritable_output_changes_nothing() {
         "--out-frame-voigt",
         s.root().join("out/missing/frame_voigt.npy"),
     );
-    assert_rejected("last output unwritable", &s, 1, &["frame_voigt.npy"]);
+    // A folder that does not exist is the caller's path (exit 2), found
+    // when the outputs are planned, before any input is read.
+    let missing = ["frame_voigt.npy", "does not exist"];
+    assert_rejected("last output's folder missing", &s, 2, &missing);
     s.precreate_outputs(&["force.npy", "virial.npy", "frame_virial.npy"]);
     assert_rejected(
-        "last output unwritable, others there",
+        "last output's folder missing, others there",
         &s,
-        1,
-        &["frame_voigt.npy"],
+        2,
+        &missing,
     );
     s.set("--out-force", s.root().join("missing/force.npy"));
-    assert_rejected("first output unwritable", &s, 1, &["force.npy"]);
+    assert_rejected("first output's folder missing", &s, 2, &["force.npy"]);
 }
 
 /// On the cpu platform (no HIP or CUDA compiler at build time) the device

@@ -815,12 +815,12 @@ fn bad_inputs_change_nothing() {
         (
             "out names the input",
             with(r("ev.npy"), &["--out", "ev.npy"]),
-            vec!["names the input"],
+            vec!["EVENTS and --out name the same file"],
         ),
         (
             "out names the input (path)",
             with(r("ev.npy"), &["--out", "./ev.npy"]),
-            vec!["names the input"],
+            vec!["EVENTS and --out name the same file"],
         ),
         ("no --out", r("ev.bin"), vec!["--out"]),
         (
@@ -863,9 +863,8 @@ fn bad_inputs_change_nothing() {
     }
 }
 
-/// An output that cannot be written (its folder is missing) is the
-/// environment's failure (exit status 1), and the other output is not put
-/// in place either.
+/// An output whose folder is missing is refused before any work (exit
+/// status 2), and the other output is not put in place either.
 #[test]
 fn an_unwritable_output_changes_nothing() {
     let dir = tempfile::tempdir().unwrap();
@@ -887,7 +886,9 @@ fn an_unwritable_output_changes_nothing() {
         let before = snapshot(d);
         let mut args = base.to_vec();
         args.extend(["--out", out, "--png", png]);
-        run(d, &args).assert_failure(&format!("{out} {png}"), 1, &[needle]);
+        // A missing folder is the caller's path (exit 2), found before any
+        // work.
+        run(d, &args).assert_failure(&format!("{out} {png}"), 2, &[needle, "does not exist"]);
         assert!(snapshot(d) == before, "{out} {png}: the folder changed");
     }
 }

@@ -21,6 +21,7 @@
 //!
 //! Sizes: `--size full` on a device, `small` on the CPU backend (under two
 //! minutes on two cores); `--size` overrides.
+use super::output::{OutputId, OutputSet};
 use super::Failure;
 use hipkern::force::{
     assemble_device, assemble_reference_f64, assemble_with_plan, CsrPlan, DevicePlan, GhostMapping,
@@ -58,6 +59,10 @@ pub struct DemoArgs {
     /// small or full [default: full on a device, small on the CPU].
     #[arg(long, value_name = "small|full")]
     size: Option<String>,
+    /// Builds the table even when the cache has it, and replaces the
+    /// cache's entry (the way out of a corrupt entry).
+    #[arg(long)]
+    rebuild: bool,
 }
 
 /// Relative max-norm error accepted for List 1 and the forces (they sum in
@@ -115,21 +120,25 @@ fn bar(len: u64, msg: &str) -> ProgressBar {
 }
 
 /// Step 1: the table, from the cache or built.
-fn table_step(cache_path: &Path, rows: &mut Vec<Row>) -> Result<ReducedTable, Failure> {
+fn table_step(
+    cache_path: &Path,
+    rebuild: bool,
+    rows: &mut Vec<Row>,
+) -> Result<ReducedTable, Failure> {
     let kernel = Kernel::laplace(3)?;
     let quad = EntryQuadrature::default();
-    if let Some(dir) = cache_path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| Failure::environment(format!("cannot create {}: {e}", dir.display())))?;
-    }
     let cache_err = |e| super::nearfield::cache_failure(cache_path, e);
     let cache = TableCache::open(cache_path).map_err(cache_err)?;
     let start = Instant::now();
     let pb = spinner("table: 3D Laplace q=3, symmetry-reduced");
-    let (table, how) = match cache
-        .get_reduced(&kernel, 3, 1.0, &quad)
-        .map_err(cache_err)?
-    {
+    let cached = if rebuild {
+        None
+    } else {
+        cache
+            .get_reduced(&kernel, 3, 1.0, &quad)
+            .map_err(cache_err)?
+    };
+    let (table, how) = match cached {
         Some(t) => (t, "read from the cache"),
         None => {
             let t = ReducedTable::build(&kernel, 3, 1.0, &quad)?;
@@ -418,12 +427,19 @@ fn force_step(device: Option<&Device>, n_local: usize, rows: &mut Vec<Row>) -> R
     Ok(())
 }
 
-/// Step 4: the dense PSF fixture; writes FITS and PNG into `out_dir`.
+/// The demo's image files, planned before any work (`output.rs`).
+struct DemoOutputs {
+    set: OutputSet,
+    fits: (OutputId, PathBuf),
+    png: (OutputId, PathBuf),
+}
+
+/// Step 4: the dense PSF fixture; stages FITS and PNG in `outputs`.
 fn psf_step(
     device: Option<&Device>,
-    out_dir: &Path,
+    outputs: &mut DemoOutputs,
     rows: &mut Vec<Row>,
-) -> Result<Vec<PathBuf>, Failure> {
+) -> Result<(), Failure> {
     let f = fixtures::fixture("dense")?;
     let pb = spinner("PSF: building the phase cache (P = 64)");
     let cache = Arc::new(PsfCache::build(MoffatPsf::default())?);
@@ -474,8 +490,6 @@ fn psf_step(
     pb.finish_and_clear();
     let cmp = image.compare(reference.image())?;
     let accepted = cmp.accept(PSF_TOL).is_ok() && stats == reference.stats();
-    std::fs::create_dir_all(out_dir)
-        .map_err(|e| Failure::environment(format!("cannot create {}: {e}", out_dir.display())))?;
     let meta = ImageMeta {
         psf: *cache.psf(),
         phases: cache.phases(),
@@ -484,10 +498,10 @@ fn psf_step(
         outside: stats.outside,
         sink: if device.is_some() { "adaptive" } else { "cpu" }.to_string(),
     };
-    let fits = out_dir.join("demo-dense.fits");
-    let png = out_dir.join("demo-dense.png");
-    write_fits(&fits, &image, &meta)?;
-    write_png(&png, &image)?;
+    let through = |r: hipkern::Result<()>| r.map_err(|e| e.to_string());
+    let set = &mut outputs.set;
+    set.stage_at_path(outputs.fits.0, |p| through(write_fits(p, &image, &meta)))?;
+    set.stage_at_path(outputs.png.0, |p| through(write_png(p, &image).map(|_| ())))?;
     rows.push(Row {
         step: "PSF replay (dense fixture)",
         backend: backend.into(),
@@ -507,7 +521,26 @@ fn psf_step(
             if accepted { "holds" } else { "FAILS" }
         ),
     });
-    Ok(vec![fits, png])
+    Ok(())
+}
+
+/// Plans the demo's files: the cache (updated in place, so no output may be
+/// it), FITS and PNG in `out_dir` (created if missing).
+fn plan_outputs(out_dir: &Path, cache: &Path) -> Result<DemoOutputs, Failure> {
+    for dir in [Some(out_dir), cache.parent()].into_iter().flatten() {
+        if !dir.as_os_str().is_empty() {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                Failure::environment(format!("cannot create the folder {}: {e}", dir.display()))
+            })?;
+        }
+    }
+    let mut set = OutputSet::new();
+    set.input("--cache", cache)?;
+    let fits = out_dir.join("demo-dense.fits");
+    let png = out_dir.join("demo-dense.png");
+    let fits = (set.output("--out-dir", &fits)?, fits);
+    let png = (set.output("--out-dir", &png)?, png);
+    Ok(DemoOutputs { set, fits, png })
 }
 
 fn execute(a: &DemoArgs) -> Result<(Vec<Row>, Vec<PathBuf>), Failure> {
@@ -535,14 +568,15 @@ fn execute(a: &DemoArgs) -> Result<(Vec<Row>, Vec<PathBuf>), Failure> {
         Some(p) => p.clone(),
         None => default_cache()?,
     };
+    let mut outputs = plan_outputs(&a.out_dir, &cache)?;
     match &device {
-        Some(d) => eprintln!(
+        Some(d) => super::note(&format!(
             "hipkern demo: device {} ({}), {} sizes",
             d.properties().name,
             d.properties().arch_name,
             if full { "full" } else { "small" }
-        ),
-        None => eprintln!(
+        )),
+        None => super::note(&format!(
             "hipkern demo: CPU backend (platform {}: {}), {} sizes",
             hipkern::runtime::platform(),
             if hipkern::runtime::platform() == "cpu" {
@@ -551,10 +585,10 @@ fn execute(a: &DemoArgs) -> Result<(Vec<Row>, Vec<PathBuf>), Failure> {
                 "no usable device"
             },
             if full { "full" } else { "small" }
-        ),
+        )),
     }
     let mut rows = Vec::new();
-    let reduced = table_step(&cache, &mut rows)?;
+    let reduced = table_step(&cache, a.rebuild, &mut rows)?;
     list1_step(
         device.as_ref(),
         &reduced,
@@ -566,7 +600,9 @@ fn execute(a: &DemoArgs) -> Result<(Vec<Row>, Vec<PathBuf>), Failure> {
         if full { 262_144 } else { 65_536 },
         &mut rows,
     )?;
-    let files = psf_step(device.as_ref(), &a.out_dir, &mut rows)?;
+    psf_step(device.as_ref(), &mut outputs, &mut rows)?;
+    let files = vec![outputs.fits.1.clone(), outputs.png.1.clone()];
+    outputs.set.commit()?;
     Ok((rows, files))
 }
 
@@ -575,12 +611,12 @@ fn execute(a: &DemoArgs) -> Result<(Vec<Row>, Vec<PathBuf>), Failure> {
 pub fn run(a: &DemoArgs) -> ExitCode {
     let (rows, files) = match execute(a) {
         Ok(x) => x,
-        Err(f) => return f.report("demo"),
+        Err(f) => return f.report("hipkern demo"),
     };
-    println!(
+    let mut lines = vec![format!(
         "{:<28} {:<7} {:<48} {:>10}  {:>9}  note",
         "step", "backend", "size", "time", "error"
-    );
+    )];
     let mut bad = false;
     for r in &rows {
         let err = match r.error {
@@ -591,18 +627,21 @@ pub fn run(a: &DemoArgs) -> ExitCode {
         if r.error.is_some_and(|e| e.is_nan() || e > r.tol) {
             bad = true;
         }
-        println!(
+        lines.push(format!(
             "{:<28} {:<7} {:<48} {:>8.3} s  {:>9}  {}",
             r.step, r.backend, r.size, r.seconds, err, r.note
-        );
+        ));
     }
-    println!("error: relative max-norm against the float64 CPU reference (PSF: max_rel of SPEC §7's acceptance)");
+    lines.push("error: relative max-norm against the float64 CPU reference (PSF: max_rel of SPEC §7's acceptance)".to_string());
     for f in &files {
-        println!("wrote {}", f.display());
+        lines.push(format!("wrote {}", f.display()));
+    }
+    if let Err(f) = super::print_lines(&lines) {
+        return f.report("hipkern demo");
     }
     if bad {
-        eprintln!("hipkern demo: error: a step differs from its reference beyond tolerance");
-        ExitCode::from(1)
+        Failure::environment("a step differs from its reference beyond tolerance")
+            .report("hipkern demo")
     } else {
         ExitCode::SUCCESS
     }

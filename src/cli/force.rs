@@ -3,9 +3,12 @@
 //!
 //! The order is what makes errors safe: flags are checked, every input is
 //! read and checked, the assembly runs, the frame totals are summed, and
-//! only then are the outputs written (as a set, see `npy::write_all`). So
-//! any error leaves every output file as it was.
-use super::npy::{self, Dtype, Indices, Output, Rows, Values};
+//! only then are the outputs written, as one set (`output.rs`): planned
+//! before any input is read, put in place all or none. So any error leaves
+//! every output file as it was.
+use super::npy::{self, Dtype, Indices, Rows, Values};
+use super::npz::write_npy;
+use super::output::{OutputId, OutputSet};
 use super::Failure;
 use clap::Args;
 use hipkern::force::{
@@ -14,7 +17,6 @@ use hipkern::force::{
     Frames, GhostMapping, VirialSplit,
 };
 use hipkern::{Device, Stream};
-use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -87,10 +89,10 @@ pub struct ForceArgs {
 /// Runs the subcommand: one summary line on stdout, or one error line on stderr.
 pub fn run(args: &ForceArgs) -> ExitCode {
     match execute(args) {
-        Ok(summary) => {
-            println!("{summary}");
-            ExitCode::SUCCESS
-        }
+        Ok(summary) => match super::print_lines(&[summary]) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => failure.report("hipkern force"),
+        },
         Err(failure) => failure.report("hipkern force"),
     }
 }
@@ -229,7 +231,13 @@ impl<'a> Request<'a> {
                 }
             }
         }
-        check_output_paths(args)?;
+        if let Some(FrameSpec::Ids { n_frames, .. }) = frames {
+            // Before any input is read: a frame count whose totals this
+            // machine cannot hold is refused up front.
+            let what = || format!("--n-frames {n_frames}: the virial totals of {n_frames} frames");
+            let bytes = hipkern::host_memory::bytes_of::<[f64; 9]>(n_frames as u128, &what)?;
+            hipkern::host_memory::check_available(bytes, &what)?;
+        }
         Ok(Request {
             backend,
             split,
@@ -272,33 +280,19 @@ fn input_paths(args: &ForceArgs) -> Vec<(&'static str, &Path)> {
     ins
 }
 
-/// Outputs must be distinct files (one rename would replace another's
-/// result), not one of the inputs (a failed run must leave the inputs as
-/// they were, and a good one should not consume them) and not directories
-/// (caught here rather than at the rename).
-fn check_output_paths(args: &ForceArgs) -> Result<(), Failure> {
-    let mut seen: HashMap<PathBuf, &str> = HashMap::new();
+/// The output set: every input named, every output planned (checked and
+/// its temporary file reserved) before any input is read. Returns the ids
+/// of force, virial, frame virial and frame Voigt outputs.
+fn plan_outputs(args: &ForceArgs) -> Result<(OutputSet, Vec<(&'static str, OutputId)>), Failure> {
+    let mut set = OutputSet::new();
     for (flag, path) in input_paths(args) {
-        // Inputs that do not exist are reported when they are read.
-        if let Ok(canonical) = std::fs::canonicalize(path) {
-            seen.insert(canonical, flag);
-        }
+        set.input(flag, path)?;
     }
+    let mut ids = Vec::new();
     for (flag, path) in output_paths(args) {
-        if path.is_dir() {
-            return Err(Failure::bad_input(format!(
-                "{flag} {} is a directory",
-                path.display()
-            )));
-        }
-        if let Some(other) = seen.insert(npy::output_identity(path)?, flag) {
-            return Err(Failure::bad_input(format!(
-                "{other} and {flag} name the same file {}",
-                path.display()
-            )));
-        }
+        ids.push((flag, set.output(flag, path)?));
     }
-    Ok(())
+    Ok((set, ids))
 }
 
 /// Shapes that agree with each other: src and dst of one length E, g and
@@ -361,6 +355,7 @@ struct EdgeSet<'a, T, I> {
 
 fn execute(args: &ForceArgs) -> Result<String, Failure> {
     let request = Request::from_args(args)?;
+    let (mut set, ids) = plan_outputs(args)?;
 
     let src = npy::read_indices("src", &args.src)?;
     let dst = npy::read_indices("dst", &args.dst)?;
@@ -383,6 +378,11 @@ fn execute(args: &ForceArgs) -> Result<String, Failure> {
         _ => None,
     };
 
+    let n_rows = ghosts.map_or(args.n_ext, |g| g.n_local);
+    // Force and virial, float64, and their copies in the output precision.
+    let what = || format!("the force and virial of {n_rows} rows");
+    let bytes = hipkern::host_memory::bytes_of::<f64>(2 * 12 * n_rows as u128, &what)?;
+    hipkern::host_memory::check_available(bytes, &what)?;
     let computed = assemble(
         request.backend,
         &src,
@@ -393,7 +393,6 @@ fn execute(args: &ForceArgs) -> Result<String, Failure> {
         ghosts,
         request.split,
     )?;
-    let n_rows = ghosts.map_or(args.n_ext, |g| g.n_local);
 
     // Frame totals from the float64 virial (or the atomic path's, widened),
     // before any rounding to the output precision.
@@ -420,43 +419,30 @@ fn execute(args: &ForceArgs) -> Result<String, Failure> {
         OutDtype::F64 => Dtype::F64,
         OutDtype::Input => input_dtype,
     };
-    let mut outputs = vec![
-        Output {
-            path: args.out_force.clone(),
-            n_rows,
-            width: 3,
-            values: computed.force.into_dtype(out_dtype),
-        },
-        Output {
-            path: args.out_virial.clone(),
-            n_rows,
-            width: 9,
-            values: computed.virial.into_dtype(out_dtype),
-        },
-    ];
-    if let Some(totals) = &frame_totals {
-        if let Some(path) = &args.out_frame_virial {
-            outputs.push(Output {
-                path: path.clone(),
-                n_rows: totals.len(),
-                width: 9,
-                values: Values::F64(totals.iter().flatten().copied().collect()),
-            });
-        }
-        if let Some(path) = &args.out_frame_voigt {
-            outputs.push(Output {
-                path: path.clone(),
-                n_rows: totals.len(),
-                width: 6,
-                values: Values::F64(totals.iter().flat_map(voigt).collect()),
-            });
-        }
+    let force = computed.force.into_dtype(out_dtype);
+    let virial = computed.virial.into_dtype(out_dtype);
+    let (frame_virial, frame_voigt) = match &frame_totals {
+        Some(totals) => (
+            Values::F64(totals.iter().flatten().copied().collect()),
+            Values::F64(totals.iter().flat_map(voigt).collect()),
+        ),
+        None => (Values::F64(Vec::new()), Values::F64(Vec::new())),
+    };
+    let n_frames = frame_totals.as_ref().map_or(0, Vec::len);
+    for &(flag, id) in &ids {
+        let (shape, values) = match flag {
+            "--out-force" => ([n_rows, 3], &force),
+            "--out-virial" => ([n_rows, 9], &virial),
+            "--out-frame-virial" => ([n_frames, 9], &frame_virial),
+            _ => ([n_frames, 6], &frame_voigt),
+        };
+        set.stage(id, |w| write_npy(w, &shape, &values.as_npy()))?;
     }
-    npy::write_all(&outputs)?;
+    set.commit()?;
 
-    let written: Vec<String> = outputs
+    let written: Vec<String> = output_paths(args)
         .iter()
-        .map(|o| o.path.display().to_string())
+        .map(|(_, p)| p.display().to_string())
         .collect();
     Ok(format!(
         "hipkern force: backend {}, {n_edges} edges, {n_rows} rows, {input_dtype} in, {out_dtype} out: wrote {}",

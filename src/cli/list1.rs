@@ -19,8 +19,9 @@
 //! - Output: the potential's max-norm and 2-norm, the relative max-norm
 //!   difference from the CPU evaluator, the times.
 use super::nearfield::{check_table_flags, List1Args};
-use super::npy::{read_rows, write_all, Output, Values};
-use super::npz::{write_npz, NpyArray, NpyData};
+use super::npy::read_rows;
+use super::npz::{write_npy, write_npz, NpyArray, NpyData};
+use super::output::OutputSet;
 use super::Failure;
 use hipkern::nearfield::{
     evaluate_list1, BalancedTree, EntryQuadrature, Kernel, List1Tables, NearFieldTable,
@@ -184,6 +185,20 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
         hipkern::nearfield::OrbitDescriptors::build(&kernel, q)
             .map_err(|e| Failure::bad_input(format!("--layout orbit: {e}")))?;
     }
+    // Every output planned (and checked against --density and each other)
+    // before any work: one set, written all or none at the end.
+    let mut set = OutputSet::new();
+    if let Some(p) = &a.density {
+        set.input("--density", p)?;
+    }
+    let tree_out = match &a.tree_out {
+        Some(p) => Some(set.output("--tree-out", p)?),
+        None => None,
+    };
+    let out = match &a.out {
+        Some(p) => Some(set.output("--out", p)?),
+        None => None,
+    };
     let tree = match spec {
         TreeSpec::Random { seed, levels } => {
             BalancedTree::random(&RandomTreeConfig::new(d, seed, levels))?
@@ -203,7 +218,17 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
                     rows.n_rows
                 )));
             }
-            rows.values.as_f64().into_owned()
+            let values = rows.values.as_f64().into_owned();
+            if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+                return Err(Failure::bad_input(format!(
+                    "--density {}: value [{}, {}] is {}; the density must be finite",
+                    path.display(),
+                    i / nq,
+                    i % nq,
+                    values[i]
+                )));
+            }
+            values
         }
         None => points.chunks_exact(d).map(default_density).collect(),
     };
@@ -273,7 +298,16 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
     lines.push(format!(
         "difference from the CPU evaluator ({cpu_seconds:.3} s): max abs {diff:.3e}, relative (max-norm) {rel:.3e}"
     ));
-    if let Some(path) = &a.tree_out {
+    let bad = u.iter().filter(|v| !v.is_finite()).count();
+    if bad > 0 {
+        // Finite tables and density give a finite potential: a value that
+        // is not is the machine's failure, and is not written.
+        return Err(Failure::environment(format!(
+            "the potential has {bad} values that are not finite (of {}); nothing was written",
+            u.len()
+        )));
+    }
+    if let (Some(id), Some(path)) = (tree_out, &a.tree_out) {
         let extents: Vec<f64> = (0..n).map(|b| tree.box_extent(b)).collect();
         let (dim_v, q_v, root_v) = ([d as i64], [q as i64], [tree.root_extent()]);
         let arrays = [
@@ -333,17 +367,13 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
                 data: NpyData::F64(&density),
             },
         ];
-        write_npz(path, &arrays)?;
+        set.stage(id, |w| write_npz(w, &arrays))?;
         lines.push(format!("wrote {}", path.display()));
     }
-    if let Some(path) = &a.out {
-        write_all(&[Output {
-            path: path.clone(),
-            n_rows: n,
-            width: nq,
-            values: Values::F64(u),
-        }])?;
+    if let (Some(id), Some(path)) = (out, &a.out) {
+        set.stage(id, |w| write_npy(w, &[n, nq], &NpyData::F64(&u)))?;
         lines.push(format!("wrote {}", path.display()));
     }
+    set.commit()?;
     Ok(lines)
 }

@@ -7,8 +7,10 @@ mod list1_device;
 pub mod nearfield;
 mod npy;
 mod npz;
+pub mod output;
 pub mod psf;
 
+use std::io::Write;
 use std::process::ExitCode;
 
 /// Why a subcommand stopped: the one-line message it prints and its exit
@@ -19,6 +21,10 @@ pub struct Failure {
     message: String,
     exit_code: u8,
 }
+
+/// The exit status of a write to a closed pipe: what a shell reports for a
+/// tool killed by SIGPIPE (128 + 13), which is how C tools stop there.
+const CLOSED_PIPE: u8 = 141;
 
 impl Failure {
     /// Wrong flags or input files (exit status 2, as clap's usage errors).
@@ -38,13 +44,62 @@ impl Failure {
         }
     }
 
+    /// Standard output could not be written. A closed pipe (`| head -1`)
+    /// stops the program silently, as SIGPIPE stops C tools; anything else
+    /// (a full disk behind `> file`) is the machine's failure.
+    pub fn stdout(e: &std::io::Error) -> Failure {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            return Failure {
+                message: String::new(),
+                exit_code: CLOSED_PIPE,
+            };
+        }
+        Failure::environment(format!("cannot write to standard output: {e}"))
+    }
+
     /// Prints `<command>: error: <message>` as exactly one line on stderr
-    /// and returns the exit status.
+    /// and returns the exit status (a closed stdout: no line). A stderr that
+    /// cannot be written loses the line, never panics.
     pub fn report(&self, command: &str) -> ExitCode {
-        let one_line = self.message.replace(['\n', '\r'], " ");
-        eprintln!("{command}: error: {one_line}");
+        if self.exit_code != CLOSED_PIPE {
+            let one_line = self.message.replace(['\n', '\r'], " ");
+            let _ = writeln!(std::io::stderr(), "{command}: error: {one_line}");
+        }
         ExitCode::from(self.exit_code)
     }
+}
+
+/// Writes `lines` to standard output, each with a newline, and flushes:
+/// a closed pipe or a full disk is a [`Failure`], not a panic (`println!`
+/// panics on both).
+pub(crate) fn print_lines<S: AsRef<str>>(lines: &[S]) -> Result<(), Failure> {
+    let mut out = std::io::stdout().lock();
+    for l in lines {
+        writeln!(out, "{}", l.as_ref()).map_err(|e| Failure::stdout(&e))?;
+    }
+    out.flush().map_err(|e| Failure::stdout(&e))
+}
+
+/// The bytes of an input file: a regular file (a device such as
+/// `/dev/zero` or a FIFO could be read without end), no larger than this
+/// machine can hold. `whose` names it in messages (`src (a.npy)`).
+pub(crate) fn read_input(whose: &str, path: &std::path::Path) -> Result<Vec<u8>, Failure> {
+    let meta = std::fs::metadata(path)
+        .map_err(|e| Failure::bad_input(format!("{whose}: cannot read: {e}")))?;
+    if !meta.is_file() {
+        return Err(Failure::bad_input(format!(
+            "{whose}: not a regular file (a directory, device, FIFO or socket); \
+             give the file itself"
+        )));
+    }
+    hipkern::host_memory::check_available(meta.len(), &|| whose.to_string())?;
+    std::fs::read(path).map_err(|e| Failure::bad_input(format!("{whose}: cannot read: {e}")))
+}
+
+/// A note on stderr (progress, what was chosen); lost, not a panic, when
+/// stderr cannot be written.
+pub(crate) fn note(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 impl From<hipkern::Error> for Failure {

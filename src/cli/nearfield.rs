@@ -6,6 +6,7 @@
 //! indices against `q^d`, λ present exactly for Yukawa, the derivative
 //! spec), so that a wrong value is one line on stderr and exit status 2.
 use super::npz::{write_npz, NpyArray, NpyData};
+use super::output::{OutputId, OutputSet};
 use super::Failure;
 use clap::{Args, Subcommand};
 use hipkern::nearfield::{
@@ -100,9 +101,14 @@ pub struct BuildArgs {
     #[arg(long, value_name = "none|full", default_value = "none")]
     symmetry: String,
     /// SQLite table cache (schema 2.1.0, created if missing): the table is
-    /// read from it when present, else built and stored.
+    /// read from it when present, else built and stored. A table stored
+    /// there stays even if writing --out fails afterwards (it is correct).
     #[arg(long, value_name = "FILE.db")]
     cache: Option<PathBuf>,
+    /// Builds the table even when the cache has it, and replaces the
+    /// cache's entry (the way out of a corrupt entry).
+    #[arg(long, requires = "cache")]
+    rebuild: bool,
 }
 
 /// Flags of `hipkern nearfield list1` (src/cli/list1.rs).
@@ -163,11 +169,8 @@ pub fn run(args: &NearfieldArgs) -> ExitCode {
         NearfieldCommand::Stats(a) => execute_stats(a),
         NearfieldCommand::List1(a) => super::list1::execute(a).map(|lines| lines.join("\n")),
     };
-    match result {
-        Ok(out) => {
-            println!("{out}");
-            ExitCode::SUCCESS
-        }
+    match result.and_then(|out| super::print_lines(&[out])) {
+        Ok(()) => ExitCode::SUCCESS,
         Err(failure) => failure.report("hipkern nearfield"),
     }
 }
@@ -350,14 +353,16 @@ fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
             "nothing to write: give --out table.npz, --cache FILE.db or both",
         ));
     }
-    if let Some(out) = &build.out {
-        if out.is_dir() {
-            return Err(Failure::bad_input(format!(
-                "--out {} is a directory",
-                out.display()
-            )));
-        }
+    // The output planned, and checked against the cache file, before the
+    // cache is opened (or created) and before any work.
+    let mut set = OutputSet::new();
+    if let Some(p) = &build.cache {
+        set.input("--cache", p)?;
     }
+    let out = match &build.out {
+        Some(p) => Some(set.output("--out", p)?),
+        None => None,
+    };
     let (d, q, l) = (args.dim, args.q, args.extent);
     let quad = EntryQuadrature::default();
     let key = CacheKey::new(&kernel, q, l, &quad, symmetry)?;
@@ -367,6 +372,7 @@ fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
     };
     let start = std::time::Instant::now();
     let cached = match &cache {
+        Some(_) if build.rebuild => None,
         Some((c, p)) => c.get(&key).map_err(|e| cache_failure(p, e))?,
         None => None,
     };
@@ -379,6 +385,9 @@ fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
         },
     };
     let seconds = start.elapsed().as_secs_f64();
+    if let Some(id) = out {
+        stage_table_npz(&mut set, id, args, &table)?;
+    }
     let mut stored = false;
     if let Some((c, p)) = &cache {
         if !from_cache {
@@ -420,8 +429,8 @@ fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
         ),
         (None, _) => format!("{what}: built in {seconds:.2} s"),
     };
+    set.commit()?;
     if let Some(out) = &build.out {
-        write_table_npz(out, args, &table)?;
         report.push_str(&format!(": wrote {}", out.display()));
     }
     Ok(format!("hipkern nearfield: {report}"))
@@ -437,8 +446,9 @@ fn payload_of(t: &ReducedTable) -> Result<List1Payload, Failure> {
         .or_else(|_| List1Payload::from_reduced(&tables, List1Layout::Fallback))?)
 }
 
-fn write_table_npz(
-    out: &std::path::Path,
+fn stage_table_npz(
+    set: &mut OutputSet,
+    id: OutputId,
     args: &TableFlags,
     table: &CachedTable,
 ) -> Result<(), Failure> {
@@ -634,7 +644,7 @@ fn write_table_npz(
             }
         }
     }
-    write_npz(out, &arrays)
+    set.stage(id, |w| write_npz(w, &arrays))
 }
 
 fn execute_stats(stats: &StatsArgs) -> Result<String, Failure> {

@@ -3,16 +3,14 @@
 //! Inputs are read with their dtype taken from the file's header, so one
 //! flag takes int32 or int64 (indices) and float32 or float64 (edge data).
 //! Every problem is a [`Failure`] that names the array and its file.
-//! Outputs are written as a set: each to a temporary file beside its
-//! target, renamed into place only once all of them were written.
+//! Outputs go through an output set (`output.rs`), written by
+//! `npz::write_npy`.
 use super::Failure;
-use ndarray::{Array2, ArrayD};
+use ndarray::ArrayD;
 use ndarray_npy::npy::header::Header;
-use ndarray_npy::{ReadNpyExt, ReadableElement, WritableElement, WriteNpyExt};
+use ndarray_npy::{ReadNpyExt, ReadableElement};
 use std::borrow::Cow;
 use std::fmt;
-use std::fs::{self, File, OpenOptions};
-use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// The element types the CLI reads and writes.
@@ -84,8 +82,7 @@ struct NpyInput {
 impl NpyInput {
     fn open(name: &'static str, path: &Path) -> Result<NpyInput, Failure> {
         let whose = || format!("{name} ({})", path.display());
-        let bytes = fs::read(path)
-            .map_err(|e| Failure::bad_input(format!("{}: cannot read: {e}", whose())))?;
+        let bytes = super::read_input(&whose(), path)?;
         let mut rest = bytes.as_slice();
         let header = Header::from_reader(&mut rest)
             .map_err(|e| Failure::bad_input(format!("{}: not a .npy file: {e}", whose())))?;
@@ -271,124 +268,12 @@ pub fn read_rows(name: &'static str, path: &Path, width: usize) -> Result<Rows, 
     })
 }
 
-/// One output: a target path and a row-major n_rows×width array.
-pub struct Output {
-    pub path: PathBuf,
-    pub n_rows: usize,
-    pub width: usize,
-    pub values: Values,
-}
-
-impl Output {
-    fn write_to(&self, file: File) -> Result<(), String> {
-        fn write<T: WritableElement + Clone>(
-            file: File,
-            shape: (usize, usize),
-            values: &[T],
-        ) -> Result<(), String> {
-            let array =
-                Array2::from_shape_vec(shape, values.to_vec()).map_err(|e| e.to_string())?;
-            let mut writer = BufWriter::new(file);
-            array.write_npy(&mut writer).map_err(|e| e.to_string())?;
-            writer.flush().map_err(|e| e.to_string())?;
-            let file = writer.into_inner().map_err(|e| e.to_string())?;
-            // On disk before the rename, so a crash never leaves a
-            // renamed-but-empty output.
-            file.sync_all().map_err(|e| e.to_string())
-        }
-        let shape = (self.n_rows, self.width);
-        match &self.values {
-            Values::F32(v) => write(file, shape, v),
-            Values::F64(v) => write(file, shape, v),
+impl Values {
+    /// The values as a `.npy` writes them.
+    pub fn as_npy(&self) -> super::npz::NpyData<'_> {
+        match self {
+            Values::F32(v) => super::npz::NpyData::F32(v),
+            Values::F64(v) => super::npz::NpyData::F64(v),
         }
     }
-}
-
-/// The temporary file an output is first written to: beside its target
-/// (same directory, so the rename stays on one file system), hidden, and
-/// named after this process.
-pub(super) fn temp_path(target: &Path) -> Result<PathBuf, Failure> {
-    let name = target.file_name().ok_or_else(|| {
-        Failure::bad_input(format!("output {} has no file name", target.display()))
-    })?;
-    let mut temp_name = std::ffi::OsString::from(".");
-    temp_name.push(name);
-    temp_name.push(format!(".tmp-{}", std::process::id()));
-    Ok(target.with_file_name(temp_name))
-}
-
-/// Where an output lands, for telling whether two outputs name one file:
-/// the canonical directory joined with the file name.
-pub fn output_identity(target: &Path) -> Result<PathBuf, Failure> {
-    let name = target.file_name().ok_or_else(|| {
-        Failure::bad_input(format!("output {} has no file name", target.display()))
-    })?;
-    let dir = match target.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    Ok(fs::canonicalize(dir)
-        .unwrap_or_else(|_| dir.to_path_buf())
-        .join(name))
-}
-
-/// Writes every output to its temporary file, then renames them all into
-/// place. On any failure the temporary files are removed; targets are
-/// touched only by the renames, which start after every write succeeded.
-pub fn write_all(outputs: &[Output]) -> Result<(), Failure> {
-    let mut temps: Vec<PathBuf> = Vec::with_capacity(outputs.len());
-    let remove = |temps: &[PathBuf]| {
-        for t in temps {
-            let _ = fs::remove_file(t);
-        }
-    };
-    for out in outputs {
-        let temp = match temp_path(&out.path) {
-            Ok(t) => t,
-            Err(e) => {
-                remove(&temps);
-                return Err(e);
-            }
-        };
-        // create_new: never write through a file (or link) already there.
-        let file = match OpenOptions::new().write(true).create_new(true).open(&temp) {
-            Ok(f) => f,
-            Err(e) => {
-                remove(&temps);
-                return Err(Failure::environment(format!(
-                    "cannot create {} (for {}): {e}",
-                    temp.display(),
-                    out.path.display()
-                )));
-            }
-        };
-        temps.push(temp);
-        if let Err(e) = out.write_to(file) {
-            remove(&temps);
-            return Err(Failure::environment(format!(
-                "cannot write {}: {e}",
-                out.path.display()
-            )));
-        }
-    }
-    for (i, (out, temp)) in outputs.iter().zip(&temps).enumerate() {
-        if let Err(e) = fs::rename(temp, &out.path) {
-            remove(&temps[i..]);
-            let placed: Vec<String> = outputs[..i]
-                .iter()
-                .map(|o| o.path.display().to_string())
-                .collect();
-            return Err(Failure::environment(format!(
-                "cannot rename {} to {}: {e}{}",
-                temp.display(),
-                out.path.display(),
-                if placed.is_empty() {
-                    String::new()
-                } else {
-                    format!(" (already in place: {})", placed.join(", "))
-                }
-            )));
-        }
-    }
-    Ok(())
 }

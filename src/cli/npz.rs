@@ -2,14 +2,12 @@
 //! compressed), as `numpy.load` reads it. The `.npy` bytes are written here
 //! (format 1.0, header padded so the data starts at a multiple of 64) so
 //! that 0-d scalars and strings (`<U`) go in as numpy writes them too.
-use super::Failure;
-use std::fs::{self, OpenOptions};
 use std::io::Write;
-use std::path::Path;
 
 /// One array's data, little-endian.
 pub enum NpyData<'a> {
     F64(&'a [f64]),
+    F32(&'a [f32]),
     I32(&'a [i32]),
     I64(&'a [i64]),
     U32(&'a [u32]),
@@ -27,50 +25,25 @@ pub struct NpyArray<'a> {
     pub data: NpyData<'a>,
 }
 
-fn npy_bytes(a: &NpyArray<'_>) -> Vec<u8> {
-    let (descr, mut body) = match &a.data {
-        NpyData::F64(v) => (
-            "<f8".to_string(),
-            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        ),
-        NpyData::I32(v) => (
-            "<i4".to_string(),
-            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        ),
-        NpyData::I64(v) => (
-            "<i8".to_string(),
-            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        ),
-        NpyData::U32(v) => (
-            "<u4".to_string(),
-            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        ),
-        NpyData::U16(v) => (
-            "<u2".to_string(),
-            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        ),
-        NpyData::U8(v) => ("|u1".to_string(), v.to_vec()),
-        NpyData::I8(v) => (
-            "|i1".to_string(),
-            v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        ),
-        NpyData::Str(s) => {
-            let chars: Vec<char> = s.chars().collect();
-            (
-                format!("<U{}", chars.len().max(1)),
-                chars
-                    .iter()
-                    .flat_map(|&c| (c as u32).to_le_bytes())
-                    .collect::<Vec<u8>>(),
-            )
-        }
-    };
-    if let NpyData::Str(s) = &a.data {
-        if s.is_empty() {
-            body = vec![0; 4];
-        }
+/// numpy's `descr` of `data`.
+fn descr(data: &NpyData<'_>) -> String {
+    match data {
+        NpyData::F64(_) => "<f8".to_string(),
+        NpyData::F32(_) => "<f4".to_string(),
+        NpyData::I32(_) => "<i4".to_string(),
+        NpyData::I64(_) => "<i8".to_string(),
+        NpyData::U32(_) => "<u4".to_string(),
+        NpyData::U16(_) => "<u2".to_string(),
+        NpyData::U8(_) => "|u1".to_string(),
+        NpyData::I8(_) => "|i1".to_string(),
+        NpyData::Str(s) => format!("<U{}", s.chars().count().max(1)),
     }
-    let shape = match a.shape.as_slice() {
+}
+
+/// Writes one array as a `.npy` (format 1.0, little-endian, C order) to
+/// `w`, streaming the values (no copy of the array is made).
+pub fn write_npy(w: &mut dyn Write, shape: &[usize], data: &NpyData<'_>) -> std::io::Result<()> {
+    let shape = match shape {
         [] => "()".to_string(),
         [n] => format!("({n},)"),
         dims => format!(
@@ -81,58 +54,59 @@ fn npy_bytes(a: &NpyArray<'_>) -> Vec<u8> {
                 .join(", ")
         ),
     };
-    let mut header = format!("{{'descr': '{descr}', 'fortran_order': False, 'shape': {shape}, }}");
+    let mut header = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
+        descr(data)
+    );
     // magic (6) + version (2) + header length (2) + header + '\n' ≡ 0 mod 64.
     while (10 + header.len() + 1) % 64 != 0 {
         header.push(' ');
     }
     header.push('\n');
-    let mut out = Vec::with_capacity(10 + header.len() + body.len());
-    out.extend_from_slice(b"\x93NUMPY\x01\x00");
-    out.extend_from_slice(&(header.len() as u16).to_le_bytes());
-    out.extend_from_slice(header.as_bytes());
-    out.extend_from_slice(&body);
-    out
+    w.write_all(b"\x93NUMPY\x01\x00")?;
+    w.write_all(&(header.len() as u16).to_le_bytes())?;
+    w.write_all(header.as_bytes())?;
+    // In blocks, so a large array is not copied whole.
+    fn put<T: Copy, const N: usize>(
+        w: &mut dyn Write,
+        v: &[T],
+        bytes: impl Fn(T) -> [u8; N],
+    ) -> std::io::Result<()> {
+        let mut block = Vec::with_capacity(N * 8192);
+        for chunk in v.chunks(8192) {
+            block.clear();
+            block.extend(chunk.iter().flat_map(|&x| bytes(x)));
+            w.write_all(&block)?;
+        }
+        Ok(())
+    }
+    match data {
+        NpyData::F64(v) => put(w, v, f64::to_le_bytes),
+        NpyData::F32(v) => put(w, v, f32::to_le_bytes),
+        NpyData::I32(v) => put(w, v, i32::to_le_bytes),
+        NpyData::I64(v) => put(w, v, i64::to_le_bytes),
+        NpyData::U32(v) => put(w, v, u32::to_le_bytes),
+        NpyData::U16(v) => put(w, v, u16::to_le_bytes),
+        NpyData::U8(v) => w.write_all(v),
+        NpyData::I8(v) => put(w, v, i8::to_le_bytes),
+        NpyData::Str(s) if s.is_empty() => w.write_all(&[0; 4]),
+        NpyData::Str(s) => {
+            let chars: Vec<u32> = s.chars().map(|c| c as u32).collect();
+            put(w, &chars, u32::to_le_bytes)
+        }
+    }
 }
 
-/// Writes `arrays` to `target` as one `.npz`: first to a temporary file
-/// beside it, renamed into place only when complete (an error leaves
-/// `target` as it was).
-pub fn write_npz(target: &Path, arrays: &[NpyArray<'_>]) -> Result<(), Failure> {
-    if target.is_dir() {
-        return Err(Failure::bad_input(format!(
-            "--out {} is a directory",
-            target.display()
-        )));
-    }
-    // The same temporary name beside the target as the .npy outputs use.
-    let temp = super::npy::temp_path(target)?;
-    let fail = |e: String| {
-        let _ = fs::remove_file(&temp);
-        Failure::environment(format!("cannot write {}: {e}", target.display()))
-    };
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(&temp)
-        .map_err(|e| {
-            Failure::environment(format!(
-                "cannot create {} (for {}): {e}",
-                temp.display(),
-                target.display()
-            ))
-        })?;
-    let mut zip = zip::ZipWriter::new(file);
+/// Writes `arrays` as one `.npz` archive to `w` (an output set's staged
+/// file: see `output.rs`).
+pub fn write_npz<W: Write + std::io::Seek>(w: W, arrays: &[NpyArray<'_>]) -> std::io::Result<()> {
+    let mut zip = zip::ZipWriter::new(w);
     let options = zip::write::SimpleFileOptions::default()
         .compression_method(zip::CompressionMethod::Stored)
         .large_file(true);
     for a in arrays {
-        zip.start_file(format!("{}.npy", a.name), options)
-            .map_err(|e| fail(e.to_string()))?;
-        zip.write_all(&npy_bytes(a))
-            .map_err(|e| fail(e.to_string()))?;
+        zip.start_file(format!("{}.npy", a.name), options)?;
+        write_npy(&mut zip, &a.shape, &a.data)?;
     }
-    let file = zip.finish().map_err(|e| fail(e.to_string()))?;
-    file.sync_all().map_err(|e| fail(e.to_string()))?;
-    fs::rename(&temp, target).map_err(|e| fail(e.to_string()))
+    zip.finish()?.flush()
 }

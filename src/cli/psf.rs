@@ -11,15 +11,14 @@
 //!   renders the serial CPU float64 reference and applies SPEC §7's
 //!   acceptance.
 //!
-//! The order is what makes errors safe: every flag is checked, the event
-//! file read and validated, the image rendered (and checked), and only then
-//! are the outputs written, each to a temporary file beside its target,
-//! renamed into place once all were written. So an error leaves every file
-//! as it was. Exit status 2 for what the caller got wrong, 1 for the
+//! The order is what makes errors safe: every flag is checked, the outputs
+//! planned (`output.rs`), the event file read and validated, the image
+//! rendered (and checked), and only then are the outputs written, as one
+//! set put in place all or none. So an error leaves every file as it was. Exit status 2 for what the caller got wrong, 1 for the
 //! machine (no device, an output that cannot be written) and for a failed
 //! `--check` (the outputs of a failed check are still written: they are
 //! what to look at).
-use super::npy::{output_identity, temp_path};
+use super::output::OutputSet;
 use super::Failure;
 use clap::{Args, Subcommand};
 use hipkern::psf::{
@@ -29,7 +28,6 @@ use hipkern::psf::{
     DEFAULT_WIDTH,
 };
 use hipkern::Device;
-use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -122,15 +120,10 @@ pub fn run(args: &PsfArgs) -> ExitCode {
         PsfCommand::Replay(a) => execute_replay(a),
     };
     match result {
-        Ok((lines, failure)) => {
-            for l in lines {
-                println!("{l}");
-            }
-            match failure {
-                None => ExitCode::SUCCESS,
-                Some(f) => f.report("hipkern psf"),
-            }
-        }
+        Ok((lines, failure)) => match (super::print_lines(&lines), failure) {
+            (Err(f), _) | (Ok(()), Some(f)) => f.report("hipkern psf"),
+            (Ok(()), None) => ExitCode::SUCCESS,
+        },
         Err(failure) => failure.report("hipkern psf"),
     }
 }
@@ -140,58 +133,9 @@ fn extension(path: &Path) -> Option<&str> {
     path.extension().and_then(|e| e.to_str())
 }
 
-fn not_a_dir(flag: &str, path: &Path) -> Result<(), Failure> {
-    if path.is_dir() {
-        return Err(Failure::bad_input(format!(
-            "{flag} {} is a directory",
-            path.display()
-        )));
-    }
-    Ok(())
-}
-
-/// One output: where it goes and how to write it to a fresh path.
-type Writer<'a> = Box<dyn FnOnce(&Path) -> hipkern::Result<()> + 'a>;
-
-/// Writes every output to a temporary file beside its target, then renames
-/// them all into place; on any failure the temporary files are removed
-/// and no target is touched (renames start after every write succeeded).
-fn write_outputs(outputs: Vec<(PathBuf, Writer<'_>)>) -> Result<(), Failure> {
-    let mut temps: Vec<(PathBuf, PathBuf)> = Vec::new();
-    let remove = |temps: &[(PathBuf, PathBuf)]| {
-        for (t, _) in temps {
-            let _ = fs::remove_file(t);
-        }
-    };
-    for (target, write) in outputs {
-        let temp = match temp_path(&target) {
-            Ok(t) => t,
-            Err(e) => {
-                remove(&temps);
-                return Err(e);
-            }
-        };
-        let result = write(&temp);
-        temps.push((temp, target.clone()));
-        if let Err(e) = result {
-            remove(&temps);
-            return Err(Failure::environment(format!(
-                "cannot write {}: {e}",
-                target.display()
-            )));
-        }
-    }
-    for (i, (temp, target)) in temps.iter().enumerate() {
-        if let Err(e) = fs::rename(temp, target) {
-            remove(&temps[i..]);
-            return Err(Failure::environment(format!(
-                "cannot rename {} to {}: {e}",
-                temp.display(),
-                target.display()
-            )));
-        }
-    }
-    Ok(())
+/// A library writer as an output set's staging step.
+fn through(result: hipkern::Result<()>) -> Result<(), String> {
+    result.map_err(|e| e.to_string())
 }
 
 // ---- fixture --------------------------------------------------------------
@@ -207,7 +151,8 @@ fn execute_fixture(a: &FixtureArgs) -> Result<Vec<String>, Failure> {
             )))
         }
     };
-    not_a_dir("--out", &a.out)?;
+    let mut set = OutputSet::new();
+    let out = set.output("--out", &a.out)?;
     let f = fixtures::fixture(&a.name)?;
     let tiles = fixtures::centre_tiles(&f.events, f.width, f.height);
     let peak = tiles.values().copied().max().unwrap_or(0);
@@ -219,12 +164,14 @@ fn execute_fixture(a: &FixtureArgs) -> Result<Vec<String>, Failure> {
         .filter(|e| !PsfCache::fits(e.x, e.y, e.support))
         .count();
     let (psf, events) = (f.psf, &f.events);
-    let writer: Writer<'_> = if npy {
-        Box::new(move |p: &Path| write_events_npy(p, events))
-    } else {
-        Box::new(move |p: &Path| write_events(p, &psf, events))
-    };
-    write_outputs(vec![(a.out.clone(), writer)])?;
+    set.stage_at_path(out, |p| {
+        through(if npy {
+            write_events_npy(p, events)
+        } else {
+            write_events(p, &psf, events)
+        })
+    })?;
+    set.commit()?;
     Ok(vec![format!(
         "hipkern psf fixture: {}: {} events in {chunks} chunks, {} occupied {CENTRE_TILE}×{CENTRE_TILE} \
          centre tiles (peak {peak} events), {contributions} contributions on {}×{}, {oversize} \
@@ -329,7 +276,6 @@ fn check_replay_flags(a: &ReplayArgs) -> Result<Request, Failure> {
             )))
         }
     };
-    not_a_dir("--out", &a.out)?;
     if format == ImageFormat::Fits {
         // cfitsio is handed a temporary name in the target's folder; it
         // parses brackets and parentheses in a path as its own syntax.
@@ -352,22 +298,6 @@ fn check_replay_flags(a: &ReplayArgs) -> Result<Request, Failure> {
                 "--png {}: the preview ends in .png",
                 png.display()
             )));
-        }
-        not_a_dir("--png", png)?;
-    }
-    // Outputs are never the input (a failed run must leave it as it was).
-    if let Ok(input) = fs::canonicalize(&a.events) {
-        let mut outs = vec![("--out", a.out.as_path())];
-        if let Some(p) = &a.png {
-            outs.push(("--png", p));
-        }
-        for (flag, p) in outs {
-            if output_identity(p)? == input {
-                return Err(Failure::bad_input(format!(
-                    "{flag} {} names the input event file",
-                    p.display()
-                )));
-            }
         }
     }
     Ok(Request { mode, format })
@@ -467,6 +397,15 @@ type ReplayReport = (Vec<String>, Option<Failure>);
 fn execute_replay(a: &ReplayArgs) -> Result<ReplayReport, Failure> {
     let total = Instant::now();
     let request = check_replay_flags(a)?;
+    // Outputs planned before the events are read: never the input, never
+    // each other, each a regular file or a new one in an existing folder.
+    let mut set = OutputSet::new();
+    set.input("EVENTS", &a.events)?;
+    let out = set.output("--out", &a.out)?;
+    let png_out = match &a.png {
+        Some(p) => Some(set.output("--png", p)?),
+        None => None,
+    };
     let file = read_events(&a.events)?;
     let (psf, psf_source) = psf_of(a, file.psf)?;
     let events = &file.events;
@@ -568,24 +507,17 @@ fn execute_replay(a: &ReplayArgs) -> Result<ReplayReport, Failure> {
         sink: request.mode.name().to_string(),
     };
     let image = &rendered.image;
-    let mut outputs: Vec<(PathBuf, Writer<'_>)> = Vec::new();
-    let meta_ref = &meta;
-    outputs.push((
-        a.out.clone(),
-        match request.format {
-            ImageFormat::Fits => Box::new(move |p: &Path| write_fits(p, image, meta_ref)),
-            ImageFormat::Npy => Box::new(move |p: &Path| write_image_npy(p, image)),
-        },
-    ));
-    let white = std::cell::Cell::new(0.0);
-    if let Some(png) = &a.png {
-        let white = &white;
-        outputs.push((
-            png.clone(),
-            Box::new(move |p: &Path| write_png(p, image).map(|w| white.set(w))),
-        ));
+    set.stage_at_path(out, |p| {
+        through(match request.format {
+            ImageFormat::Fits => write_fits(p, image, &meta),
+            ImageFormat::Npy => write_image_npy(p, image),
+        })
+    })?;
+    let mut white = 0.0;
+    if let Some(id) = png_out {
+        set.stage_at_path(id, |p| through(write_png(p, image).map(|w| white = w)))?;
     }
-    write_outputs(outputs)?;
+    set.commit()?;
     let mut wrote = format!(
         "wrote: {} ({})",
         a.out.display(),
@@ -598,7 +530,7 @@ fn execute_replay(a: &ReplayArgs) -> Result<ReplayReport, Failure> {
         wrote.push_str(&format!(
             ", {} (8-bit sRGB preview, asinh, white point Y = {:e})",
             png.display(),
-            white.get()
+            white
         ));
     }
     lines.push(wrote);

@@ -2,11 +2,15 @@
 //! definition of the result) and the plan-based segment reduction (the
 //! device algorithm on the host, also the CPU backend).
 use super::{validated_keys, Assembly, CsrPlan, EdgeIndex, GhostMapping, VirialSplit};
+use crate::host_memory::filled_vec;
 use crate::runtime::{Error, Result};
 
 /// Stable counting sort of `keys` in `[0, n_rows)`: (order, row_ptr).
-pub(crate) fn counting_sort(keys: &[i32], n_rows: usize) -> (Vec<i32>, Vec<i32>) {
-    let mut row_ptr = vec![0i32; n_rows + 1];
+/// Fails (nothing allocated) when the machine cannot hold the row offsets.
+pub(crate) fn counting_sort(keys: &[i32], n_rows: usize) -> Result<(Vec<i32>, Vec<i32>)> {
+    let mut row_ptr = filled_vec(n_rows + 1, 0i32, &|| {
+        format!("the plan's row offsets for {n_rows} rows")
+    })?;
     for &k in keys {
         row_ptr[k as usize + 1] += 1;
     }
@@ -21,7 +25,24 @@ pub(crate) fn counting_sort(keys: &[i32], n_rows: usize) -> (Vec<i32>, Vec<i32>)
         order[*c as usize] = e as i32;
         *c += 1;
     }
-    (order, row_ptr)
+    Ok((order, row_ptr))
+}
+
+/// Zeroed force (`3 × n_rows`) and virial (`9 × n_rows`) float64 outputs,
+/// or the machine's failure when they do not fit.
+fn zeroed_outputs(n_rows: usize) -> Result<(Vec<f64>, Vec<f64>)> {
+    // 12 float64 per row: checked together, so a run that cannot hold both
+    // fails before either is allocated.
+    crate::host_memory::check_available(
+        crate::host_memory::bytes_of::<f64>(12 * n_rows as u128, &|| {
+            format!("the force and virial of {n_rows} rows")
+        })?,
+        &|| format!("the force and virial of {n_rows} rows"),
+    )?;
+    Ok((
+        filled_vec(3 * n_rows, 0.0, &|| format!("the force of {n_rows} rows"))?,
+        filled_vec(9 * n_rows, 0.0, &|| format!("the virial of {n_rows} rows"))?,
+    ))
 }
 
 /// Input element types: f32 or f64.
@@ -65,8 +86,7 @@ pub fn assemble_reference_f64<T: Real, I: EdgeIndex>(
 ) -> Result<Assembly> {
     let (dst_keys, src_keys, n_rows) = validated_keys(src, dst, n_ext, ghosts)?;
     check_edge_arrays(g, edge_vec, src.len())?;
-    let mut force = vec![0.0f64; 3 * n_rows];
-    let mut virial = vec![0.0f64; 9 * n_rows];
+    let (mut force, mut virial) = zeroed_outputs(n_rows)?;
     let (w_dst, w_src) = match split {
         VirialSplit::Half => (0.5, 0.5),
         VirialSplit::Src => (0.0, 1.0),
@@ -106,8 +126,7 @@ pub fn assemble_with_plan<T: Real>(
 ) -> Result<Assembly> {
     check_edge_arrays(g, edge_vec, plan.n_edges())?;
     let n = plan.n_rows();
-    let mut force = vec![0.0f64; 3 * n];
-    let mut virial = vec![0.0f64; 9 * n];
+    let (mut force, mut virial) = zeroed_outputs(n)?;
     let (w_dst, w_src) = match split {
         VirialSplit::Half => (0.5, 0.5),
         VirialSplit::Src => (0.0, 1.0),

@@ -164,8 +164,8 @@ impl CsrPlan {
         ghosts: Option<GhostMapping<'_>>,
     ) -> Result<CsrPlan> {
         let (dst_keys, src_keys, n_rows) = validated_keys(src, dst, n_ext, ghosts)?;
-        let (dst_order, dst_row_ptr) = cpu::counting_sort(&dst_keys, n_rows);
-        let (src_order, src_row_ptr) = cpu::counting_sort(&src_keys, n_rows);
+        let (dst_order, dst_row_ptr) = cpu::counting_sort(&dst_keys, n_rows)?;
+        let (src_order, src_row_ptr) = cpu::counting_sort(&src_keys, n_rows)?;
         Ok(CsrPlan {
             n_rows,
             dst_order,
@@ -416,7 +416,9 @@ pub fn frame_virials(virial: &[f64], frames: Frames<'_>) -> Result<Vec<[f64; 9]>
             (n_frames, Box::new(move |k| frame_of[k] as usize))
         }
     };
-    let mut out = vec![[0.0f64; 9]; n_frames];
+    let mut out = crate::host_memory::filled_vec(n_frames, [0.0f64; 9], &|| {
+        format!("the virial totals of {n_frames} frames")
+    })?;
     for k in 0..n {
         let f = frame_of(k);
         for c in 0..9 {
