@@ -1509,3 +1509,97 @@ fn two_processes_read_while_one_writes() {
     let last = bits(get_dense(&c, &a).data());
     assert!(last == bits(a.data()) || last == bits(b.data()));
 }
+
+// ---------------------------------------------------------------------------
+// The way out of a corrupt entry, and machine faults
+// ---------------------------------------------------------------------------
+
+/// A corrupt entry is an error carrying the hint; removing it (or putting
+/// the table again, an upsert) makes the key usable again.
+#[test]
+fn a_corrupt_entry_says_how_to_replace_it_and_can_be_replaced() {
+    use hipkern::nearfield::CORRUPT_ENTRY_HINT;
+    assert_eq!(
+        CORRUPT_ENTRY_HINT,
+        "rerun with --rebuild to build it again and replace the entry"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("corrupt.sqlite");
+    let t = synth_dense(&Kernel::laplace(2).unwrap(), 2, 1.0, &quad(), 71);
+    let other = synth_dense(&Kernel::laplace(2).unwrap(), 1, 1.0, &quad(), 72);
+    let key = CacheKey::of_dense(&t);
+    let c = TableCache::open(&path).unwrap();
+    c.put_dense(&t).unwrap();
+    c.put_dense(&other).unwrap();
+    let r = raw(&path);
+    let corrupt = |how: &str| {
+        let sql = match how {
+            "flip" => "UPDATE nearfield_cache SET payload = zeroblob(400) WHERE q = 2",
+            "truncate" => "UPDATE nearfield_cache SET payload = substr(payload, 1, 30) WHERE q = 2",
+            _ => "UPDATE nearfield_cache SET payload = 'text' WHERE q = 2",
+        };
+        assert_eq!(r.execute(sql, []).unwrap(), 1);
+    };
+    for how in ["flip", "truncate", "text"] {
+        corrupt(how);
+        let e = err_text(c.get(&key));
+        assert!(e.contains(CORRUPT_ENTRY_HINT), "{how}: {e}");
+        assert!(e.contains(&key.text()), "{how}: {e}");
+        // Removing the entry: the key is absent, the other table untouched.
+        assert!(c.remove(&key).unwrap());
+        assert!(!c.remove(&key).unwrap());
+        assert!(c.get(&key).unwrap().is_none());
+        assert_eq!(c.len().unwrap(), 1);
+        assert_dense_eq(&get_dense(&c, &other), &other);
+        c.put_dense(&t).unwrap();
+        assert_dense_eq(&get_dense(&c, &t), &t);
+        // Replacing it in place (what --rebuild does): a put over it.
+        corrupt(how);
+        assert!(err_text(c.get(&key)).contains(CORRUPT_ENTRY_HINT));
+        c.put_dense(&t).unwrap();
+        assert_dense_eq(&get_dense(&c, &t), &t);
+        assert_eq!(c.len().unwrap(), 2);
+    }
+    // A reduced entry likewise.
+    let red = ReducedTable::from_dense(&t).unwrap();
+    let rkey = CacheKey::of_reduced(&red);
+    c.put_reduced(&red).unwrap();
+    r.execute(
+        "UPDATE nearfield_cache SET payload = zeroblob(64) WHERE symmetry = 'full'",
+        [],
+    )
+    .unwrap();
+    assert!(err_text(c.get(&rkey)).contains(CORRUPT_ENTRY_HINT));
+    assert!(c.remove(&rkey).unwrap());
+    assert!(c.get(&rkey).unwrap().is_none());
+    // A read-only handle removes nothing.
+    drop(c);
+    let ro = TableCache::open_read_only(&path).unwrap();
+    let e = err_text(ro.remove(&key));
+    assert!(e.contains("read-only"), "{e}");
+    assert_dense_eq(&get_dense(&ro, &t), &t);
+}
+
+/// A cache that cannot be created for a reason of the machine (here: its
+/// folder is a regular file) is `Error::Io`, not `InvalidInput`; a file
+/// that is not a database stays `InvalidInput`.
+#[test]
+fn machine_faults_are_io_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plain");
+    std::fs::write(&file, b"not a folder").unwrap();
+    match TableCache::open(file.join("cache.sqlite")) {
+        Err(hipkern::Error::Io { action, message }) => {
+            assert!(action.contains("cache.sqlite"), "{action}");
+            assert!(action.contains("open"), "{action}");
+            assert!(!message.is_empty());
+        }
+        other => panic!("expected Error::Io, got {other:?}"),
+    }
+    let junk = dir.path().join("junk.sqlite");
+    std::fs::write(&junk, vec![0x5a; 4096]).unwrap();
+    assert!(matches!(
+        TableCache::open(&junk),
+        Err(hipkern::Error::InvalidInput(_))
+    ));
+}

@@ -2,11 +2,15 @@
 //! K₀/K₁ against mpmath, closed forms, brute-force tensor Gauss–Legendre on
 //! cases with the target outside the box, self-convergence of the default
 //! orders, scaling rules, derivatives against finite differences, Yukawa's
-//! small-λ limit, and the input checks.
+//! small-λ limit, the input checks, and the ranges of extent, λ·L,
+//! direction and target point (finite and scale-covariant at both ends of
+//! each, refused just outside).
 
 use hipkern::nearfield::{
-    bessel_k0, bessel_k1, entries_at_point, entry, entry_at_point, gauss_legendre, CaseRef, Cases,
-    EntryQuadrature, Kernel,
+    bessel_k0, bessel_k1, check_kernel_and_extent, entries_at_point, entry, entry_at_point,
+    gauss_legendre, CaseRef, Cases, EntryQuadrature, Kernel, ScalingRule,
+    DIRECTION_COMPONENT_RANGE, EXTENT_RANGE, MIN_FACE_DISTANCE, TARGET_REACH,
+    YUKAWA_LAMBDA_EXTENT_RANGE,
 };
 use hipkern::Error;
 use std::f64::consts::PI;
@@ -692,4 +696,272 @@ fn every_laplace_entry_against_high_orders() {
         );
         assert!(w.0 <= 1e-12, "{dim}D q={q}: {:.2e} at {}", w.0, w.2);
     }
+}
+
+fn next_up(x: f64) -> f64 {
+    f64::from_bits(x.to_bits() + 1)
+}
+
+fn next_down(x: f64) -> f64 {
+    f64::from_bits(x.to_bits() - 1)
+}
+
+/// Every kernel family at both ends of the extent range: finite, and (the
+/// scheme is scale-covariant) equal to the `L = 1` entry carried by the
+/// scaling rule; radial level 0 has the smallest tanh-sinh node, so the
+/// nearest approach to the target. Just outside the range: refused.
+#[test]
+fn extent_range_ends_are_finite_and_outside_is_refused() {
+    let quad = EntryQuadrature {
+        radial_level: 0,
+        angular_order: 4,
+    };
+    let (lo, hi) = EXTENT_RANGE;
+    let (dlo, dhi) = DIRECTION_COMPONENT_RANGE;
+    let kernels: Vec<Kernel> = vec![
+        Kernel::laplace(2).unwrap(),
+        Kernel::laplace(3).unwrap(),
+        Kernel::laplace(2)
+            .unwrap()
+            .axis_target_derivative(1)
+            .unwrap(),
+        Kernel::laplace(3)
+            .unwrap()
+            .axis_source_derivative(0)
+            .unwrap(),
+        Kernel::laplace(3)
+            .unwrap()
+            .directional_source_derivative(&[dhi, 0.0, -dlo])
+            .unwrap(),
+        Kernel::laplace(2)
+            .unwrap()
+            .directional_source_derivative(&[dlo, dlo])
+            .unwrap(),
+        Kernel::constant(3).unwrap(),
+    ];
+    for k in &kernels {
+        let d = k.dim();
+        let rule = ScalingRule::of(k).unwrap();
+        for c in [vec![0; d], {
+            // A half-size target (components ±1, ±3): inside the box's
+            // slab on the axes with 1, the thinnest orthants.
+            let mut v = vec![1; d];
+            v[0] = 3;
+            v
+        }] {
+            let (s, t) = (1, 2);
+            let one = entry(k, 2, CaseRef::Vector(&c), s, t, 1.0, &quad).unwrap();
+            // 2D Laplace's shift by ln ρ·N_s (ln ρ = ±115 here) amplifies
+            // the coarse rule's error in ∫φ_s: the rule's own ∫φ_s (the
+            // constant kernel's entry) is the covariant one.
+            let constant = Kernel::constant(d).unwrap();
+            let n_s = entry(&constant, 2, CaseRef::Vector(&c), s, t, 1.0, &quad).unwrap();
+            for l in [lo, hi] {
+                let v = entry(k, 2, CaseRef::Vector(&c), s, t, l, &quad).unwrap();
+                let want = rule.apply(one, l, n_s);
+                assert!(v.is_finite(), "{k:?} L = {l:e}: {v}");
+                // (0 and 0 where the entry is zero by symmetry.)
+                assert!(
+                    v == want || rel(v, want) < 1e-11,
+                    "{k:?} {c:?} L = {l:e}: {v} vs {want}"
+                );
+            }
+            for l in [next_down(lo), next_up(hi), 1e150, 1e-150] {
+                let e = invalid(entry(k, 2, CaseRef::Vector(&c), s, t, l, &quad));
+                assert!(e.contains("[1e-50, 1e50]"), "{e}");
+            }
+        }
+    }
+    // The whole source box, all modes, at the ends (3D, the self case).
+    let k = Kernel::laplace(3)
+        .unwrap()
+        .axis_target_derivative(2)
+        .unwrap();
+    for l in [lo, hi] {
+        let x = [0.5 * l, 0.25 * l, 0.75 * l];
+        let v = entries_at_point(&k, 3, &x, l, &quad).unwrap();
+        assert!(v.iter().all(|v| v.is_finite()), "L = {l:e}");
+    }
+}
+
+/// At q = 64 the Lagrange products scale like L^63: they overflowed (NaN)
+/// at L = 1e−5 and underflowed (0) at 1e6 before the basis was evaluated in
+/// power-of-two units; now they follow the 2D scaling rule.
+#[test]
+fn high_order_basis_at_small_and_large_extents() {
+    let quad = EntryQuadrature {
+        radial_level: 2,
+        angular_order: 8,
+    };
+    let k = Kernel::laplace(2).unwrap();
+    let rule = ScalingRule::of(&k).unwrap();
+    let s = 64 * 20 + 31;
+    let one = entry_at_point(&k, 64, s, &[0.5, 0.5], 1.0, &quad).unwrap();
+    let constant = Kernel::constant(2).unwrap();
+    let n_s = entry_at_point(&constant, 64, s, &[0.5, 0.5], 1.0, &quad).unwrap();
+    for l in [1e-5, 1e6, 1e-50, 1e50] {
+        let v = entry_at_point(&k, 64, s, &[0.5 * l, 0.5 * l], l, &quad).unwrap();
+        let want = rule.apply(one, l, n_s);
+        assert!(rel(v, want) < 1e-10, "L = {l:e}: {v} vs {want}");
+    }
+}
+
+/// Yukawa at both ends of the λ·L range (2D K₀/K₁, 3D e^(−λr)(1 + λr)),
+/// finite; just outside, and the λ = 1e−300 and 1e300 of issue 28, refused.
+#[test]
+fn yukawa_lambda_extent_range() {
+    let quad = EntryQuadrature {
+        radial_level: 0,
+        angular_order: 4,
+    };
+    let (lo, hi) = YUKAWA_LAMBDA_EXTENT_RANGE;
+    for d in [2, 3] {
+        let self_case = vec![0; d];
+        for lambda in [lo, hi] {
+            for k in [
+                Kernel::yukawa(d, lambda).unwrap(),
+                Kernel::yukawa(d, lambda)
+                    .unwrap()
+                    .axis_source_derivative(0)
+                    .unwrap(),
+            ] {
+                for l in [1.0, EXTENT_RANGE.0, EXTENT_RANGE.1] {
+                    // λ·L at the end of the range when L = 1; inside or
+                    // refused otherwise.
+                    let r = entry(&k, 2, CaseRef::Vector(&self_case), 1, 1, l, &quad);
+                    let x = lambda * l;
+                    if (lo..=hi).contains(&x) {
+                        let v = r.unwrap();
+                        assert!(v.is_finite(), "{k:?} L = {l:e}: {v}");
+                    } else {
+                        assert!(invalid(r).contains("λ·L"));
+                    }
+                }
+            }
+        }
+        for lambda in [next_down(lo), next_up(hi), 1e-300, 1e300] {
+            let k = Kernel::yukawa(d, lambda).unwrap();
+            let e = invalid(entry(&k, 2, CaseRef::Vector(&self_case), 0, 0, 1.0, &quad));
+            assert!(e.contains("[1e-200, 1e200]"), "{e}");
+        }
+    }
+    // Small λ·L is Laplace's limit (2D: K₀ ≈ −ln(λr/2) − γ): finite.
+    let k = Kernel::yukawa(2, 1e-200).unwrap();
+    let v = entry(&k, 3, CaseRef::Vector(&[0, 0]), 4, 4, 1.0, &default_quad()).unwrap();
+    let lap = entry(
+        &Kernel::laplace(2).unwrap(),
+        3,
+        CaseRef::Vector(&[0, 0]),
+        4,
+        4,
+        1.0,
+        &default_quad(),
+    )
+    .unwrap();
+    let first = -((1e-200f64 / 2.0).ln() + 0.577_215_664_901_532_9) * mode_integral(3, 2, 4, 1.0)
+        / (2.0 * PI);
+    assert!(rel(v - lap, first) < 1e-12, "{v} {lap} {first}");
+}
+
+/// Directions: 0 or magnitudes in [1e−50, 1e50] per component; 1e308 (issue
+/// 28: NaN) and just outside refused, by the kernel check and by entry.
+#[test]
+fn direction_component_range() {
+    let quad = EntryQuadrature {
+        radial_level: 1,
+        angular_order: 4,
+    };
+    let (lo, hi) = DIRECTION_COMPONENT_RANGE;
+    let base = Kernel::laplace(2).unwrap();
+    let axis = entry(
+        &base.clone().axis_source_derivative(0).unwrap(),
+        2,
+        CaseRef::Id(0),
+        1,
+        2,
+        1.0,
+        &quad,
+    )
+    .unwrap();
+    for x in [lo, hi, -hi] {
+        let k = base
+            .clone()
+            .directional_source_derivative(&[x, 0.0])
+            .unwrap();
+        let v = entry(&k, 2, CaseRef::Id(0), 1, 2, 1.0, &quad).unwrap();
+        assert!(rel(v, x * axis) < 1e-13, "{x:e}: {v} vs {}", x * axis);
+    }
+    for x in [1e308, next_up(hi), next_down(lo), -1e-300] {
+        let k = base
+            .clone()
+            .directional_source_derivative(&[1.0, x])
+            .unwrap();
+        let e = invalid(check_kernel_and_extent(&k, 1.0));
+        assert!(
+            e.contains("component 1") && e.contains("[1e-50, 1e50]"),
+            "{e}"
+        );
+        assert!(invalid(entry(&k, 2, CaseRef::Id(0), 0, 0, 1.0, &quad)).contains("component 1"));
+    }
+}
+
+/// Free target points: within TARGET_REACH·L of the centre and, inside the
+/// box, on a face or MIN_FACE_DISTANCE·L from it; a component of 1e308 or
+/// 1e−200 (issue 28: NaN) refused.
+#[test]
+fn free_target_point_range() {
+    let quad = EntryQuadrature {
+        radial_level: 0,
+        angular_order: 4,
+    };
+    for k in [
+        Kernel::laplace(2).unwrap(),
+        Kernel::laplace(2)
+            .unwrap()
+            .axis_target_derivative(0)
+            .unwrap(),
+    ] {
+        for l in [1.0, EXTENT_RANGE.0, EXTENT_RANGE.1] {
+            let ok = [
+                0.5 * l + TARGET_REACH * l,
+                0.5 * l - TARGET_REACH * l,
+                // Twice the limit: L·1e−8 itself rounds either way.
+                2.0 * MIN_FACE_DISTANCE * l,
+                l - 2.0 * MIN_FACE_DISTANCE * l,
+                0.0,
+                l,
+            ];
+            for x in ok {
+                let v = entry_at_point(&k, 2, 1, &[x, 0.25 * l], l, &quad).unwrap();
+                assert!(v.is_finite(), "{k:?} L = {l:e} x = {x:e}: {v}");
+            }
+            for x in [
+                0.5 * l + 1.01 * TARGET_REACH * l,
+                0.5 * MIN_FACE_DISTANCE * l,
+            ] {
+                let e = invalid(entry_at_point(&k, 2, 1, &[0.25 * l, x], l, &quad));
+                assert!(e.contains("component 1"), "{e}");
+            }
+        }
+        for x in [1e308, 1e-200, -1e308] {
+            assert!(
+                invalid(entry_at_point(&k, 2, 0, &[x, 0.5], 1.0, &quad)).contains("component 0")
+            );
+        }
+    }
+}
+
+/// K₀ and K₁ are 0 where they underflow, never NaN (the continued fraction
+/// gave NaN beyond about 5e16: 2D Yukawa with a large λ·L).
+#[test]
+fn bessel_k_underflow_is_zero_not_nan() {
+    let mut x = 500.0f64;
+    while x < 1e300 {
+        let (k0, k1) = (bessel_k0(x), bessel_k1(x));
+        assert!(k0.is_finite() && k1.is_finite(), "x = {x:e}: {k0} {k1}");
+        assert!(k0 >= 0.0 && k1 >= k0, "x = {x:e}: {k0} {k1}");
+        x *= 1.003;
+    }
+    assert_eq!(bessel_k0(746.5), 0.0);
+    assert!(bessel_k1(700.0) > 0.0);
 }

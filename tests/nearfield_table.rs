@@ -4,8 +4,8 @@
 //! box-size scaling rules against tables built directly at the other size.
 
 use hipkern::nearfield::{
-    entry, gauss_legendre, q_points, CaseRef, Cases, EntryQuadrature, Kernel, NearFieldTable,
-    ScalingRule,
+    check_table_size, entry, gauss_legendre, q_points, CaseRef, Cases, DenseOrbits,
+    EntryQuadrature, Kernel, NearFieldTable, ReducedTable, ScalingRule, MAX_TABLE_ENTRIES,
 };
 use hipkern::Error;
 use std::time::Instant;
@@ -291,5 +291,81 @@ fn yukawa_does_not_scale() {
     assert!(tl.scaled_to(-2.0).is_err());
     for rho in [0.0, -1.0, f64::INFINITY, f64::NAN] {
         assert!(matches!(tl.scaled(rho), Err(Error::InvalidInput(_))));
+    }
+}
+
+/// The size limit is the builders', the oracle's and `check_table_size`'s
+/// alike, refused up front (3D q = 64 needs 76 TB: refused at once, with
+/// the entries, the bytes and the limit); so are extents, λ·L and
+/// directions outside their ranges (issue 28: NaN tables before).
+#[test]
+fn sizes_and_ranges_are_refused_before_any_work() {
+    let t0 = Instant::now();
+    let k3 = Kernel::laplace(3).unwrap();
+    for q in [16, 64] {
+        let Err(Error::InvalidInput(size)) = check_table_size(3, q) else {
+            panic!("3D q = {q} accepted")
+        };
+        for e in [
+            NearFieldTable::build(&k3, q, 1.0, &quad()).unwrap_err(),
+            ReducedTable::build(&k3, q, 1.0, &quad()).unwrap_err(),
+            DenseOrbits::build(&k3, q).unwrap_err(),
+        ] {
+            let Error::InvalidInput(m) = e else {
+                panic!("expected InvalidInput, got {e:?}")
+            };
+            assert_eq!(m, size);
+            assert!(m.contains("2,147,483,647 entries"), "{m}");
+            assert_eq!(MAX_TABLE_ENTRIES, 2_147_483_647);
+            assert!(m.contains("q ≤ 15"), "{m}");
+        }
+    }
+    assert!(check_table_size(3, 64)
+        .unwrap_err()
+        .to_string()
+        .contains("76,416,058,130,432 bytes"));
+    let s = check_table_size(3, 15).unwrap();
+    assert_eq!(s.n_entries, 139 * 15u64.pow(6));
+    assert_eq!(s.dense_bytes, 8 * s.n_entries);
+    let y2 = Kernel::yukawa(2, 1e-300).unwrap();
+    let dir = Kernel::laplace(2)
+        .unwrap()
+        .directional_source_derivative(&[1e308, 1.0])
+        .unwrap();
+    let k2 = Kernel::laplace(2).unwrap();
+    for (k, l, needle) in [
+        (&k3, 1e150, "[1e-50, 1e50]"),
+        (&k3, 1e-150, "[1e-50, 1e50]"),
+        (&y2, 1.0, "λ·L"),
+        (&dir, 1.0, "direction component 0"),
+        (&k2, 1e51, "[1e-50, 1e50]"),
+    ] {
+        for e in [
+            NearFieldTable::build(k, 2, l, &quad()).unwrap_err(),
+            ReducedTable::build(k, 2, l, &quad()).unwrap_err(),
+        ] {
+            let Error::InvalidInput(m) = e else {
+                panic!("expected InvalidInput, got {e:?}")
+            };
+            assert!(m.contains(needle), "{m}");
+        }
+    }
+    // All of it without quadrature.
+    assert!(t0.elapsed().as_secs_f64() < 5.0);
+}
+
+/// Both ends of the extent range give finite tables (3D, every entry).
+#[test]
+fn tables_at_the_extent_range_ends_are_finite() {
+    let k = Kernel::laplace(3)
+        .unwrap()
+        .axis_source_derivative(1)
+        .unwrap();
+    let (lo, hi) = hipkern::nearfield::EXTENT_RANGE;
+    for l in [lo, hi] {
+        let t = NearFieldTable::build(&k, 1, l, &cheap_quad()).unwrap();
+        assert!(t.data().iter().all(|v| v.is_finite()));
+        let r = ReducedTable::build(&k, 1, l, &cheap_quad()).unwrap();
+        assert!(r.reduced_data().iter().all(|v| v.is_finite()));
     }
 }

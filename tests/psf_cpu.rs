@@ -7,8 +7,9 @@ use hipkern::psf::fixtures::{self, centre_tiles, fixture_contributions, BOUNDARY
 use hipkern::psf::support::{anchor_phase, row_span, support_box, support_rows};
 use hipkern::psf::{
     count_contributions, encode_events, event_contributions, parse_events, read_events,
-    render_direct, write_events, write_events_npy, CacheConfig, CpuSink, EventFormat, HdrImage,
-    MoffatPsf, PsfCache, StarEvent, CACHE_RADIUS, CHUNK_EVENTS, STAMP_PIXELS, STAMP_SIDE,
+    render_direct, write_events, write_events_npy, write_fits, write_image_npy, write_png,
+    CacheConfig, CpuSink, EventFormat, HdrImage, ImageMeta, MoffatPsf, PsfCache, StarEvent,
+    CACHE_RADIUS, CHUNK_EVENTS, MAX_PHASES, MAX_THREADS, STAMP_PIXELS, STAMP_SIDE,
 };
 use hipkern::rng::SplitMix64 as Rng;
 use hipkern::Error;
@@ -751,4 +752,82 @@ fn fixtures_have_the_specified_shapes() {
     // Deterministic.
     assert_eq!(fixtures::ordinary(), o);
     let _ = STAMP_PIXELS;
+}
+
+/// Issue 28's hostile inputs, through the public API: each is an error
+/// naming the problem and its limit, never an abort, a NaN image or a run
+/// without end.
+#[test]
+fn hostile_inputs_are_errors_not_aborts() {
+    let dir = tempfile::tempdir().unwrap();
+    // An N×7 .npy whose header claims 2^40 rows (a 61.6 TB allocation).
+    let npy = dir.path().join("huge.npy");
+    write_events_npy(&npy, &[ev(1.0, 2.0, 3.0, 4.0)]).unwrap();
+    let mut bytes = std::fs::read(&npy).unwrap();
+    let len = u16::from_le_bytes([bytes[8], bytes[9]]) as usize;
+    let header = String::from_utf8(bytes[10..10 + len].to_vec()).unwrap();
+    // The same header length: the claim eats into the padding.
+    let claim = header.trim_end().replace("(1, 7)", "(1099511627776, 7)");
+    let claim = format!("{claim:<width$}\n", width = len - 1);
+    assert_eq!(claim.len(), len);
+    bytes.splice(10..10 + len, claim.bytes());
+    std::fs::write(&npy, &bytes).unwrap();
+    let m = message(read_events(&npy).unwrap_err());
+    assert!(
+        m.contains("huge.npy") && m.contains("(1099511627776, 7)") && m.contains("holds 56 bytes"),
+        "{m}"
+    );
+    // The cache's documented maximum P is computed, not allocated blindly;
+    // beyond it, and absurd thread counts, are refused at once.
+    assert_eq!(PsfCache::bytes_for(MAX_PHASES).unwrap(), 75_855_125_000);
+    for (phases, threads, want) in [
+        (MAX_PHASES + 1, 1, "phases = 1025"),
+        (4, 1usize << 40, "threads = 1099511627776"),
+    ] {
+        let c = CacheConfig { phases, threads };
+        let m = message(PsfCache::build_with(MoffatPsf::default(), &c).unwrap_err());
+        assert!(m.contains(want), "{m}");
+    }
+    assert_eq!(MAX_THREADS, 1024);
+    let small = CacheConfig {
+        phases: 2,
+        threads: 1,
+    };
+    let small = Arc::new(PsfCache::build_with(MoffatPsf::default(), &small).unwrap());
+    let m = message(CpuSink::parallel(small, 64, 64, 1 << 40).unwrap_err());
+    assert!(m.contains("0..=1024"), "{m}");
+    // A FWHM whose α² underflows: refused with the valid range.
+    let m = message(MoffatPsf::new(1e-200, 4.5, 1e-8).unwrap_err());
+    assert!(
+        m.contains("fwhm = 1e-200") && m.contains("0.5..=1000 px"),
+        "{m}"
+    );
+    // The check before writing an image.
+    let mut img = HdrImage::new(5, 4).unwrap();
+    assert_eq!(img.first_non_finite(), None);
+    img.data_mut()[(3 * 5 + 1) * 3] = f64::NAN;
+    assert_eq!(img.first_non_finite(), Some((1, 3, 0)));
+    // A folder that does not exist is the caller's; a rename the file
+    // system refuses is the machine's (Error::Io).
+    let meta = ImageMeta {
+        psf: MoffatPsf::default(),
+        phases: 64,
+        events: 0,
+        direct: 0,
+        outside: 0,
+        sink: "cpu".into(),
+    };
+    let nowhere = dir.path().join("missing").join("img.fits");
+    assert!(matches!(
+        write_fits(&nowhere, &img, &meta),
+        Err(Error::InvalidInput(_))
+    ));
+    let long = dir.path().join("i".repeat(300));
+    for r in [
+        write_image_npy(&long, &img),
+        write_png(&long, &img).map(drop),
+        write_events(&long, &MoffatPsf::default(), &[]),
+    ] {
+        assert!(matches!(r, Err(Error::Io { .. })), "{r:?}");
+    }
 }

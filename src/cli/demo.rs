@@ -32,8 +32,8 @@ use hipkern::nearfield::{
     ReducedTable, TableCache,
 };
 use hipkern::psf::{
-    fixtures, write_fits, write_png, CpuSink, DeviceSink, ImageMeta, MoffatPsf, PsfCache, SinkMode,
-    CHUNK_EVENTS,
+    fixtures, write_fits_new, write_png_to, CpuSink, DeviceSink, ImageMeta, MoffatPsf, PsfCache,
+    SinkMode, CHUNK_EVENTS,
 };
 use hipkern::rng::SplitMix64;
 use hipkern::{Device, Event};
@@ -498,10 +498,16 @@ fn psf_step(
         outside: stats.outside,
         sink: if device.is_some() { "adaptive" } else { "cpu" }.to_string(),
     };
-    let through = |r: hipkern::Result<()>| r.map_err(|e| e.to_string());
+    super::psf::check_finite(&image)?;
     let set = &mut outputs.set;
-    set.stage_at_path(outputs.fits.0, |p| through(write_fits(p, &image, &meta)))?;
-    set.stage_at_path(outputs.png.0, |p| through(write_png(p, &image).map(|_| ())))?;
+    set.stage_at_path(outputs.fits.0, |p| {
+        write_fits_new(p, &image, &meta).map_err(|e| e.to_string())
+    })?;
+    set.stage(outputs.png.0, |w| {
+        write_png_to(w, &image)
+            .map(|_| ())
+            .map_err(|e| std::io::Error::other(e.to_string()))
+    })?;
     rows.push(Row {
         step: "PSF replay (dense fixture)",
         backend: backend.into(),

@@ -280,10 +280,13 @@ fn input_paths(args: &ForceArgs) -> Vec<(&'static str, &Path)> {
     ins
 }
 
+/// Each output flag given and its place in the output set.
+type PlannedOutputs = Vec<(&'static str, OutputId)>;
+
 /// The output set: every input named, every output planned (checked and
 /// its temporary file reserved) before any input is read. Returns the ids
 /// of force, virial, frame virial and frame Voigt outputs.
-fn plan_outputs(args: &ForceArgs) -> Result<(OutputSet, Vec<(&'static str, OutputId)>), Failure> {
+fn plan_outputs(args: &ForceArgs) -> Result<(OutputSet, PlannedOutputs), Failure> {
     let mut set = OutputSet::new();
     for (flag, path) in input_paths(args) {
         set.input(flag, path)?;

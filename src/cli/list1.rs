@@ -18,7 +18,7 @@
 //!   level's box side.
 //! - Output: the potential's max-norm and 2-norm, the relative max-norm
 //!   difference from the CPU evaluator, the times.
-use super::nearfield::{check_table_flags, List1Args};
+use super::nearfield::{check_table_flags_sized, List1Args};
 use super::npy::read_rows;
 use super::npz::{write_npy, write_npz, NpyArray, NpyData};
 use super::output::OutputSet;
@@ -135,7 +135,7 @@ fn norms(u: &[f64]) -> (f64, f64) {
 
 /// Runs the subcommand; the report's lines.
 pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
-    let kernel = check_table_flags(&a.table)?;
+    let kernel = check_table_flags_sized(&a.table)?;
     let (d, q) = (a.table.dim, a.table.q);
     let spec = parse_tree(&a.tree)?;
     let layout = match a.layout.as_str() {

@@ -105,9 +105,18 @@ pub(crate) fn note(line: &str) {
 impl From<hipkern::Error> for Failure {
     fn from(e: hipkern::Error) -> Failure {
         match e {
-            hipkern::Error::InvalidInput(_) => Failure::bad_input(e.to_string()),
+            hipkern::Error::InvalidInput(_) => Failure::bad_input(message(&e)),
             _ => Failure::environment(e.to_string()),
         }
+    }
+}
+
+/// A library error's message; the caller's input without the "invalid
+/// input:" prefix (exit status 2 already says so).
+pub(crate) fn message(e: &hipkern::Error) -> String {
+    match e {
+        hipkern::Error::InvalidInput(s) => s.clone(),
+        _ => e.to_string(),
     }
 }
 

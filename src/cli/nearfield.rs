@@ -284,7 +284,27 @@ pub(super) fn check_table_flags(args: &TableFlags) -> Result<Kernel, Failure> {
             args.extent
         )));
     }
-    kernel_of(args)
+    let kernel = kernel_of(args)?;
+    // The ranges whose results float64 represents (extent, Yukawa's λ·L,
+    // a direction's components), refused before any work or file.
+    hipkern::nearfield::check_kernel_and_extent(&kernel, args.extent)
+        .map_err(|e| Failure::bad_input(super::message(&e)))?;
+    Ok(kernel)
+}
+
+/// [`check_table_flags`] for commands that build whole tables: also the
+/// table's size against the limit (`nearfield stats` refuses the same).
+pub(super) fn check_table_flags_sized(args: &TableFlags) -> Result<Kernel, Failure> {
+    let kernel = check_table_flags(args)?;
+    hipkern::nearfield::check_table_size(args.dim, args.q).map_err(|e| {
+        Failure::bad_input(format!(
+            "--dim {} --q {}: {}",
+            args.dim,
+            args.q,
+            super::message(&e)
+        ))
+    })?;
+    Ok(kernel)
 }
 
 fn execute_entry(entry_args: &EntryArgs) -> Result<String, Failure> {
@@ -333,12 +353,12 @@ fn execute_entry(entry_args: &EntryArgs) -> Result<String, Failure> {
 
 /// The cache's failures are the machine's (exit status 1), not bad flags.
 pub(super) fn cache_failure(path: &std::path::Path, e: hipkern::Error) -> Failure {
-    Failure::environment(format!("--cache {}: {e}", path.display()))
+    Failure::environment(format!("--cache {}: {}", path.display(), super::message(&e)))
 }
 
 fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
     let args = &build.table;
-    let kernel = check_table_flags(args)?;
+    let kernel = check_table_flags_sized(args)?;
     let symmetry = match build.symmetry.as_str() {
         "none" => SymmetryMode::None,
         "full" => SymmetryMode::Full,
@@ -649,7 +669,7 @@ fn stage_table_npz(
 
 fn execute_stats(stats: &StatsArgs) -> Result<String, Failure> {
     let args = &stats.table;
-    let kernel = check_table_flags(args)?;
+    let kernel = check_table_flags_sized(args)?;
     let q = args.q;
     let oracle = DenseOrbits::build(&kernel, q)?;
     let full = oracle.canonical_entry_ids.len();

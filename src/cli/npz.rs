@@ -89,7 +89,7 @@ pub fn write_npy(w: &mut dyn Write, shape: &[usize], data: &NpyData<'_>) -> std:
         NpyData::U16(v) => put(w, v, u16::to_le_bytes),
         NpyData::U8(v) => w.write_all(v),
         NpyData::I8(v) => put(w, v, i8::to_le_bytes),
-        NpyData::Str(s) if s.is_empty() => w.write_all(&[0; 4]),
+        NpyData::Str("") => w.write_all(&[0; 4]),
         NpyData::Str(s) => {
             let chars: Vec<u32> = s.chars().map(|c| c as u32).collect();
             put(w, &chars, u32::to_le_bytes)

@@ -22,10 +22,10 @@ use super::output::OutputSet;
 use super::Failure;
 use clap::{Args, Subcommand};
 use hipkern::psf::{
-    fixtures, read_events, write_events, write_events_npy, write_fits, write_image_npy, write_png,
-    CacheConfig, ChunkMode, CpuSink, EventFormat, HdrImage, ImageMeta, MoffatPsf, PsfCache,
-    SinkMode, SinkStats, StarEvent, CACHE_RADIUS, CENTRE_TILE, DEFAULT_HEIGHT, DEFAULT_PHASES,
-    DEFAULT_WIDTH,
+    fixtures, read_events, write_events_npy_to, write_events_to, write_fits_new,
+    write_image_npy_to, write_png_to, CacheConfig, ChunkMode, CpuSink, EventFormat, HdrImage,
+    ImageMeta, MoffatPsf, PsfCache, SinkMode, SinkStats, StarEvent, CACHE_RADIUS, CENTRE_TILE,
+    DEFAULT_HEIGHT, DEFAULT_PHASES, DEFAULT_WIDTH, MAX_THREADS,
 };
 use hipkern::Device;
 use std::path::{Path, PathBuf};
@@ -133,9 +133,23 @@ fn extension(path: &Path) -> Option<&str> {
     path.extension().and_then(|e| e.to_str())
 }
 
-/// A library writer as an output set's staging step.
-fn through(result: hipkern::Result<()>) -> Result<(), String> {
-    result.map_err(|e| e.to_string())
+/// A library error as a staging step's I/O error.
+fn io_error(e: impl std::fmt::Display) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}
+
+/// An image with a value that is not finite is never written: which pixel,
+/// and why (valid events whose fluxes overflow float64 when summed).
+pub(super) fn check_finite(image: &HdrImage) -> Result<(), Failure> {
+    match image.first_non_finite() {
+        None => Ok(()),
+        Some((x, y, c)) => Err(Failure::bad_input(format!(
+            "the image is not finite at pixel ({x}, {y}) channel {} ({}): the event fluxes \
+             exceed float64's range there; nothing was written",
+            ["R", "G", "B"][c],
+            image.data()[3 * (y * image.width() + x) + c]
+        ))),
+    }
 }
 
 // ---- fixture --------------------------------------------------------------
@@ -164,12 +178,13 @@ fn execute_fixture(a: &FixtureArgs) -> Result<Vec<String>, Failure> {
         .filter(|e| !PsfCache::fits(e.x, e.y, e.support))
         .count();
     let (psf, events) = (f.psf, &f.events);
-    set.stage_at_path(out, |p| {
-        through(if npy {
-            write_events_npy(p, events)
+    set.stage(out, |w| {
+        if npy {
+            write_events_npy_to(w, events)
         } else {
-            write_events(p, &psf, events)
-        })
+            write_events_to(w, &psf, events)
+        }
+        .map_err(io_error)
     })?;
     set.commit()?;
     Ok(vec![format!(
@@ -258,6 +273,12 @@ fn check_replay_flags(a: &ReplayArgs) -> Result<Request, Failure> {
             a.width,
             a.height,
             a.width * a.height
+        )));
+    }
+    if a.threads > MAX_THREADS {
+        return Err(Failure::bad_input(format!(
+            "--threads {}: must be in 0..={MAX_THREADS} (0: all cores)",
+            a.threads
         )));
     }
     if !(1..=1024).contains(&a.phases) {
@@ -507,15 +528,19 @@ fn execute_replay(a: &ReplayArgs) -> Result<ReplayReport, Failure> {
         sink: request.mode.name().to_string(),
     };
     let image = &rendered.image;
-    set.stage_at_path(out, |p| {
-        through(match request.format {
-            ImageFormat::Fits => write_fits(p, image, &meta),
-            ImageFormat::Npy => write_image_npy(p, image),
-        })
-    })?;
+    check_finite(image)?;
+    match request.format {
+        ImageFormat::Fits => set.stage_at_path(out, |p| {
+            write_fits_new(p, image, &meta).map_err(|e| e.to_string())
+        })?,
+        ImageFormat::Npy => set.stage(out, |w| write_image_npy_to(w, image))?,
+    }
     let mut white = 0.0;
     if let Some(id) = png_out {
-        set.stage_at_path(id, |p| through(write_png(p, image).map(|w| white = w)))?;
+        set.stage(id, |w| {
+            white = write_png_to(w, image).map_err(io_error)?;
+            Ok(())
+        })?;
     }
     set.commit()?;
     let mut wrote = format!(

@@ -15,6 +15,11 @@
 //!   blob columns) in one transaction, then switches to WAL;
 //!   [`TableCache::open_read_only`] writes nothing and reads a legacy
 //!   database as it is. A major version above 2 is refused.
+//! - A corrupt entry is an error that says how to replace it
+//!   ([`CORRUPT_ENTRY_HINT`]); a put of a rebuilt table replaces it and
+//!   [`TableCache::remove`] deletes it. SQLite failures that are the
+//!   machine's (full disk, unwritable folder, I/O error) are
+//!   [`Error::Io`], the rest `InvalidInput`.
 //! - A put is one upsert in one `BEGIN IMMEDIATE` transaction; a get is one
 //!   `SELECT` (one snapshot), so readers see the old or the new payload.
 use super::cases::Cases;
@@ -298,7 +303,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 fn decode_payload(path: &Path, key: &CacheKey, blob: &[u8]) -> Result<CachedTable> {
     let bad = |m: String| {
         Error::InvalidInput(format!(
-            "table cache {}: payload of {}: {m}",
+            "table cache {}: payload of {}: {m}; {CORRUPT_ENTRY_HINT}",
             path.display(),
             key.text()
         ))
@@ -452,9 +457,49 @@ impl std::fmt::Debug for TableCache {
 /// q_points blob, data blob).
 type LegacyRow = (i64, String, i64, i64, f64, Vec<u8>, Vec<u8>);
 
+/// SQLite's result codes that are the machine's faults (a full disk, a
+/// folder that cannot be written or opened, an I/O error, no memory, a
+/// lock held too long), not the file's contents or the caller's input.
+fn is_machine_fault(code: rusqlite::ErrorCode) -> bool {
+    use rusqlite::ErrorCode as C;
+    matches!(
+        code,
+        C::DiskFull
+            | C::CannotOpen
+            | C::ReadOnly
+            | C::PermissionDenied
+            | C::SystemIoFailure
+            | C::OutOfMemory
+            | C::DatabaseBusy
+            | C::DatabaseLocked
+            | C::FileLockingProtocolFailed
+            | C::NoLargeFileSupport
+    )
+}
+
+/// What a corrupt entry's error tells the user to do about it (the
+/// program's `--rebuild` builds the table and replaces the entry through
+/// [`TableCache::put_dense`]/[`TableCache::put_reduced`], upserts; a
+/// library caller can also [`TableCache::remove`] it).
+pub const CORRUPT_ENTRY_HINT: &str = "rerun with --rebuild to build it again and replace the entry";
+
 impl TableCache {
+    /// A problem of the file's contents or of the request (InvalidInput).
     fn err(path: &Path, what: &str, e: impl std::fmt::Display) -> Error {
         Error::InvalidInput(format!("table cache {}: {what}: {e}", path.display()))
+    }
+
+    /// An SQLite failure: [`Error::Io`] where it is the machine's
+    /// ([`is_machine_fault`]), else as [`TableCache::err`] (a file that is
+    /// not a database, a corrupt one, a schema it does not have).
+    fn sql(path: &Path, what: &str, x: rusqlite::Error) -> Error {
+        match x.sqlite_error_code() {
+            Some(code) if is_machine_fault(code) => Error::Io {
+                action: format!("table cache {}: {what}", path.display()),
+                message: x.to_string(),
+            },
+            _ => TableCache::err(path, what, x),
+        }
     }
 
     /// Opens (or creates) a cache for reading and writing: creates the
@@ -466,7 +511,7 @@ impl TableCache {
         let e = |what: &str| {
             let p = path.clone();
             let w = what.to_string();
-            move |x: rusqlite::Error| TableCache::err(&p, &w, x)
+            move |x: rusqlite::Error| TableCache::sql(&p, &w, x)
         };
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
@@ -521,7 +566,7 @@ impl TableCache {
         }
         let e = |what: &'static str, p: &Path| {
             let p = p.to_path_buf();
-            move |x: rusqlite::Error| TableCache::err(&p, what, x)
+            move |x: rusqlite::Error| TableCache::sql(&p, what, x)
         };
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(&path, flags).map_err(e("open", &path))?;
@@ -576,7 +621,7 @@ impl TableCache {
     pub fn journal_mode(&self) -> Result<String> {
         self.conn
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
-            .map_err(|x| TableCache::err(&self.path, "journal_mode", x))
+            .map_err(|x| TableCache::sql(&self.path, "journal_mode", x))
     }
 
     /// Number of cached tables.
@@ -586,7 +631,7 @@ impl TableCache {
                 r.get::<_, i64>(0)
             })
             .map(|n| n as usize)
-            .map_err(|x| TableCache::err(&self.path, "count", x))
+            .map_err(|x| TableCache::sql(&self.path, "count", x))
     }
 
     /// Whether the cache holds no table.
@@ -602,7 +647,7 @@ impl TableCache {
                 "the cache was opened read-only",
             ));
         }
-        let e = |w: &'static str| move |x: rusqlite::Error| TableCache::err(&self.path, w, x);
+        let e = |w: &'static str| move |x: rusqlite::Error| TableCache::sql(&self.path, w, x);
         let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
             .map_err(e("begin"))?;
         insert_row(&tx, "nearfield_cache", key, payload).map_err(e("upsert"))?;
@@ -622,8 +667,34 @@ impl TableCache {
         self.upsert(&key, &payload)
     }
 
+    /// Removes the table of `key`; whether there was one. The way out of a
+    /// corrupt entry (with a put of a rebuilt table, which replaces it
+    /// anyway: puts are upserts). Refused on a read-only handle.
+    pub fn remove(&self, key: &CacheKey) -> Result<bool> {
+        if self.read_only {
+            return Err(TableCache::err(
+                &self.path,
+                "remove",
+                "the cache was opened read-only",
+            ));
+        }
+        let e = |w: &'static str| move |x: rusqlite::Error| TableCache::sql(&self.path, w, x);
+        let c = key.columns();
+        let tx = Transaction::new_unchecked(&self.conn, TransactionBehavior::Immediate)
+            .map_err(e("begin"))?;
+        let n = tx
+            .execute(
+                &format!("DELETE FROM nearfield_cache WHERE {KEY_WHERE}"),
+                &c.params()[..],
+            )
+            .map_err(e("delete"))?;
+        tx.commit().map_err(e("commit"))?;
+        Ok(n > 0)
+    }
+
     /// The table of `key`, `None` when absent; a payload that does not
-    /// decode is an error naming the key.
+    /// decode is an error naming the key and saying how to replace it
+    /// ([`CORRUPT_ENTRY_HINT`]; [`TableCache::remove`]).
     pub fn get(&self, key: &CacheKey) -> Result<Option<CachedTable>> {
         if self.layout == Layout::Legacy {
             if key.symmetry == SymmetryMode::Full {
@@ -640,7 +711,16 @@ impl TableCache {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|x| TableCache::err(&self.path, "select", x))?;
+            .map_err(|x| match x {
+                // A payload that is not a blob at all: a corrupt entry too.
+                rusqlite::Error::InvalidColumnType(..)
+                | rusqlite::Error::FromSqlConversionFailure(..) => TableCache::err(
+                    &self.path,
+                    &format!("payload of {}", key.text()),
+                    format!("{x}; {CORRUPT_ENTRY_HINT}"),
+                ),
+                x => TableCache::sql(&self.path, "select", x),
+            })?;
         blob.map(|b| decode_payload(&self.path, key, &b))
             .transpose()
     }
@@ -704,7 +784,7 @@ fn insert_row(
 }
 
 fn table_names(conn: &Connection, path: &Path) -> Result<Vec<String>> {
-    let e = |x| TableCache::err(path, "read sqlite_master", x);
+    let e = |x: rusqlite::Error| TableCache::sql(path, "read sqlite_master", x);
     let mut st = conn
         .prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")
         .map_err(e)?;
@@ -717,7 +797,7 @@ fn table_names(conn: &Connection, path: &Path) -> Result<Vec<String>> {
 }
 
 fn column_names(conn: &Connection, path: &Path, table: &str) -> Result<Vec<String>> {
-    let e = |x| TableCache::err(path, "table_info", x);
+    let e = |x: rusqlite::Error| TableCache::sql(path, "table_info", x);
     let mut st = conn
         .prepare(&format!("PRAGMA table_info({table})"))
         .map_err(e)?;
@@ -766,7 +846,7 @@ fn detect(conn: &Connection, path: &Path) -> Result<Option<(Layout, String)>> {
                 |r| r.get(0),
             )
             .optional()
-            .map_err(|x| TableCache::err(path, "read meta", x))?;
+            .map_err(|x| TableCache::sql(path, "read meta", x))?;
         let v = v.ok_or_else(|| {
             TableCache::err(path, "meta", "no schema_version row: not a table cache")
         })?;
@@ -794,7 +874,7 @@ fn detect(conn: &Connection, path: &Path) -> Result<Option<(Layout, String)>> {
                 |r| r.get::<_, String>(0),
             )
             .optional()
-            .map_err(|x| TableCache::err(path, "read nearfield_cache_meta", x))?
+            .map_err(|x| TableCache::sql(path, "read nearfield_cache_meta", x))?
         } else {
             None
         }
@@ -844,7 +924,7 @@ fn legacy_kwargs(conn: &Connection, path: &Path, row: &LegacyRow) -> Result<Vec<
     {
         return Ok(Vec::new());
     }
-    let e = |x| TableCache::err(path, "read nearfield_cache_kwargs", x);
+    let e = |x: rusqlite::Error| TableCache::sql(path, "read nearfield_cache_kwargs", x);
     let mut st = conn
         .prepare(
             "SELECT key, value_text FROM nearfield_cache_kwargs WHERE dim = ?1 AND \
@@ -946,7 +1026,7 @@ fn legacy_rows(
     path: &Path,
     filter: Option<(&CacheKey, &str)>,
 ) -> Result<Vec<LegacyRow>> {
-    let e = |x| TableCache::err(path, "read legacy nearfield_cache", x);
+    let e = |x: rusqlite::Error| TableCache::sql(path, "read legacy nearfield_cache", x);
     let sql = "SELECT dim, kernel_type, q_order, source_box_level, source_box_extent, q_points, \
                data FROM nearfield_cache";
     let map = |r: &rusqlite::Row<'_>| -> rusqlite::Result<LegacyRow> {
@@ -994,7 +1074,7 @@ fn legacy_get(conn: &Connection, path: &Path, key: &CacheKey) -> Result<Option<N
         return Ok(None);
     };
     let tx = Transaction::new_unchecked(conn, TransactionBehavior::Deferred)
-        .map_err(|x| TableCache::err(path, "begin", x))?;
+        .map_err(|x| TableCache::sql(path, "begin", x))?;
     let mut found: Option<NearFieldTable> = None;
     for row in legacy_rows(&tx, path, Some((key, &kt)))? {
         let (k, t) = legacy_table(&tx, path, &row)?;
@@ -1054,7 +1134,7 @@ fn migrate(conn: &Connection, path: &Path, from: &str) -> Result<usize> {
         }
         moved.push((key, payload, name));
     }
-    let e = |x| TableCache::err(path, "migrate", x);
+    let e = |x: rusqlite::Error| TableCache::sql(path, "migrate", x);
     conn.execute_batch(&format!("CREATE TABLE nearfield_cache_2_1_0 {TABLE_DDL};"))
         .map_err(e)?;
     for (key, payload, _) in &moved {

@@ -78,6 +78,7 @@
 //! order 16 leaves 7e−12 on a 3D q = 4 derivative entry).
 use super::cases::Cases;
 use super::kernels::Kernel;
+use super::limits::{check_finite, check_kernel_and_extent, check_target_point};
 use super::quadrature::{gauss_legendre, legendre_gauss_unit, MAX_QUAD_ORDER};
 use crate::runtime::{Error, Result};
 
@@ -150,14 +151,25 @@ pub fn tanh_sinh_unit(level: u32) -> Result<(Vec<f64>, Vec<f64>)> {
 /// step` and multiplies them in mirror pairs `(j, q−1−j)`, so that the
 /// mirrored point `(L − p) − step` gives `ℓ_{q−1−i}` bit for bit equal to
 /// `ℓ_i` here (each factor is exactly negated, each pair product equal).
+///
+/// The factors are taken in units of `unit`, the power of two with
+/// `unit ≤ L < 2·unit`: the products of `q − 1` of them scale like
+/// `(L/unit)^{q−1}` instead of `L^{q−1}`, which at q = 64 overflows (or
+/// underflows to 0) for `L` outside about `[5e−5, 3e5]`. Scaling by a
+/// power of two is exact, so every value is bit for bit the one computed
+/// in the units of `L` wherever that did not overflow.
 struct Lagrange1d {
     q: usize,
+    inv_unit: f64,
     inv_denominators: Vec<f64>,
 }
 
 impl Lagrange1d {
-    fn new(xi: &[f64]) -> Lagrange1d {
+    fn new(xi: &[f64], l: f64) -> Lagrange1d {
         let q = xi.len();
+        // 2^{−e} with 2^e ≤ L < 2^{e+1} (L is normal: check_kernel_and_extent).
+        let exponent = ((l.to_bits() >> 52) & 0x7ff) as i32 - 1023;
+        let inv_unit = 2f64.powi(-exponent);
         let mut inv_denominators = vec![0.0; q];
         // Lower half (and the middle node) directly; the upper half by the
         // mirror, Π_{j≠i'}(x_{i'} − x_j) = (−1)^{q−1} Π_{j≠i}(x_i − x_j).
@@ -166,13 +178,14 @@ impl Lagrange1d {
             let d = 1.0
                 / (0..q)
                     .filter(|&j| j != i)
-                    .map(|j| xi[i] - xi[j])
+                    .map(|j| (xi[i] - xi[j]) * inv_unit)
                     .product::<f64>();
             inv_denominators[i] = d;
             inv_denominators[q - 1 - i] = if q - 1 - i == i { d } else { sign * d };
         }
         Lagrange1d {
             q,
+            inv_unit,
             inv_denominators,
         }
     }
@@ -187,7 +200,7 @@ impl Lagrange1d {
         let mut f = [0.0f64; MAX_QUAD_ORDER];
         let mut pairs = [0.0f64; MAX_QUAD_ORDER / 2];
         for (fj, &d) in f.iter_mut().zip(p_minus_xi) {
-            *fj = d + step;
+            *fj = (d + step) * self.inv_unit;
         }
         for (m, pm) in pairs.iter_mut().enumerate().take(q / 2) {
             *pm = f[m] * f[q - 1 - m];
@@ -287,7 +300,12 @@ fn angular_rule(
 /// (`kernel.dim()` components, finite), by the scheme of the module docs.
 ///
 /// `q` nodes per axis (`1..=MAX_QUAD_ORDER`), `s < q^d` the source mode,
-/// `L` finite and positive. The kernel's dimension must be 2 or 3.
+/// `L` finite and positive. The kernel's dimension must be 2 or 3. The
+/// kernel, `L` and `x` must be in the ranges of
+/// [`super::check_kernel_and_extent`] (`x`: within
+/// [`super::TARGET_REACH`]`·L` of the box's centre and, inside the box,
+/// on a face or at least [`super::MIN_FACE_DISTANCE`]`·L` from it); a
+/// value that still comes out NaN or infinite is an error naming it.
 pub fn entry_at_point(
     kernel: &Kernel,
     q: usize,
@@ -346,6 +364,8 @@ fn integrate(
         ));
     }
     let (xi, _) = gauss_legendre(q, l)?;
+    check_kernel_and_extent(kernel, l)?;
+    check_target_point(x, l)?;
     let nq = q.pow(d as u32);
     if let Some(s) = single {
         if s >= nq {
@@ -354,7 +374,7 @@ fn integrate(
             )));
         }
     }
-    let basis = Lagrange1d::new(&xi);
+    let basis = Lagrange1d::new(&xi, l);
     // The modes evaluated per axis: all, or the one of `single`; `nm` of
     // them, output index `Σ_k n_k nm^{d−1−k}` (axis 0 slowest).
     let modes: Vec<Vec<usize>> = (0..d)
@@ -489,7 +509,16 @@ fn integrate(
             }
         }
     }
-    Ok((0..nout).map(|m| total.value(m)).collect())
+    let values: Vec<f64> = (0..nout).map(|m| total.value(m)).collect();
+    check_finite(
+        &format!("near-field entry at target point {x:?} (L = {l:e})"),
+        &values,
+        &|m| match single {
+            Some(s) => format!("source mode {s}"),
+            None => format!("source mode {m}"),
+        },
+    )?;
+    Ok(values)
 }
 
 /// Three values in ascending order (min/max only: the same result for any

@@ -264,6 +264,12 @@ fn symmetric_dot(v: &[f64], r: &[f64]) -> f64 {
 /// continued fraction (Temme's CF2).
 const K_SERIES_LIMIT: f64 = 2.0;
 
+/// Above this argument `K₀` and `K₁` are below half the smallest
+/// subnormal (`K₁(746) ≈ 6e−326`), so their float64 value is 0; returned
+/// directly, since the continued fraction's recurrences lose themselves in
+/// `∞·0` (NaN) for arguments beyond about 5e16.
+const K_UNDERFLOW: f64 = 746.0;
+
 /// Power series of `K₀` and `K₁` for `0 < x ≤ 2`:
 /// `K₀ = −(ln(x/2) + γ) I₀ + Σ_{k≥1} H_k (x²/4)^k/(k!)²`,
 /// `K₁ = 1/x + ln(x/2) I₁ − (x/4) Σ_{k≥0} (ψ(k+1) + ψ(k+2)) (x²/4)^k/(k!(k+1)!)`.
@@ -335,8 +341,8 @@ fn k01_cf(x: f64) -> (f64, f64) {
 }
 
 /// The modified Bessel function `K₀(x)`, `x > 0`, float64 (about 1e−15
-/// relative): power series for `x ≤ 2`, Temme's continued fraction above.
-/// `+∞` at 0, NaN below.
+/// relative): power series for `x ≤ 2`, Temme's continued fraction up to
+/// 746, 0 above (where it underflows). `+∞` at 0, NaN below.
 pub fn bessel_k0(x: f64) -> f64 {
     if x.is_nan() || x < 0.0 {
         f64::NAN
@@ -344,6 +350,8 @@ pub fn bessel_k0(x: f64) -> f64 {
         f64::INFINITY
     } else if x <= K_SERIES_LIMIT {
         k01_series(x).0
+    } else if x > K_UNDERFLOW {
+        0.0
     } else {
         k01_cf(x).0
     }
@@ -357,6 +365,8 @@ pub fn bessel_k1(x: f64) -> f64 {
         f64::INFINITY
     } else if x <= K_SERIES_LIMIT {
         k01_series(x).1
+    } else if x > K_UNDERFLOW {
+        0.0
     } else {
         k01_cf(x).1
     }

@@ -13,7 +13,10 @@
 //! ORBIT descriptors [`OrbitDescriptors`], the generated descriptor fallback
 //! [`FallbackDescriptors`], compact [`ReducedTable`]s built from the
 //! representatives only), the SQLite cache ([`TableCache`], schema 2.1.0,
-//! `docs/nearfield_cache.md`), 2:1-balanced trees with their List 1 lists
+//! `docs/nearfield_cache.md`), the limits checked before any work
+//! ([`check_table_size`], [`check_kernel_and_extent`]: table sizes, the
+//! extents, `λ·L` and directions whose entries float64 represents),
+//! 2:1-balanced trees with their List 1 lists
 //! ([`BalancedTree`]), the CPU float64 List 1 evaluator ([`evaluate_list1`],
 //! the definition) and the device one ([`List1Evaluator`]).
 //!
@@ -217,6 +220,7 @@ mod cases;
 mod entry;
 mod fallback;
 mod kernels;
+mod limits;
 mod list1;
 mod list1_device;
 mod list1_grouping;
@@ -230,8 +234,8 @@ mod table;
 mod tree;
 
 pub use cache::{
-    CacheKey, CachedTable, SymmetryMode, TableCache, CACHE_SCHEMA_VERSION, PAYLOAD_FORMAT_VERSION,
-    PAYLOAD_MAGIC,
+    CacheKey, CachedTable, SymmetryMode, TableCache, CACHE_SCHEMA_VERSION, CORRUPT_ENTRY_HINT,
+    PAYLOAD_FORMAT_VERSION, PAYLOAD_MAGIC,
 };
 pub use cases::{CaseKind, Cases, CASE_ENCODING_BASE, CASE_ENCODING_SHIFT, PAIR_TOLERANCE};
 pub use entry::{
@@ -241,6 +245,10 @@ pub use fallback::{
     FallbackDescriptors, FallbackResolution, FallbackSlot, LOOKUP_EMPTY, RESOLUTION_NEGATIVE,
 };
 pub use kernels::{bessel_k0, bessel_k1, BaseKernel, Derivative, Kernel};
+pub use limits::{
+    check_kernel_and_extent, check_table_size, TableSize, DIRECTION_COMPONENT_RANGE, EXTENT_RANGE,
+    MAX_TABLE_ENTRIES, MIN_FACE_DISTANCE, TARGET_REACH, YUKAWA_LAMBDA_EXTENT_RANGE,
+};
 pub use list1::{
     evaluate_list1, evaluate_list1_with_threads, level_scalings, LevelScaling, List1Boxes,
     List1Pairs, List1Tables,

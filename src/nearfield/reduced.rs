@@ -23,9 +23,10 @@
 use super::cases::Cases;
 use super::entry::{entries_at_point, EntryQuadrature};
 use super::kernels::Kernel;
+use super::limits::{check_finite, check_kernel_and_extent, check_table_size};
 use super::quadrature::q_points;
 use super::symmetry::{apply_to_entry, kernel_group, DenseOrbits, SignedPermutation};
-use super::table::{mode_normalizers, NearFieldTable};
+use super::table::{entry_name, kernel_name, mode_normalizers, NearFieldTable};
 use crate::runtime::{Error, Result};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -103,8 +104,11 @@ impl ReducedTable {
         threads: usize,
     ) -> Result<Self> {
         let d = kernel.dim();
+        // Refused before any work, as the dense build does: the size, the
+        // extent, λ·L, a direction.
+        check_table_size(d, q)?;
+        check_kernel_and_extent(kernel, l)?;
         let cases = Cases::new(d)?;
-        // Checks q, L and the dimension as the dense build does.
         let qp = q_points(q, l, d)?;
         let normalizers = mode_normalizers(q, l, d)?;
         let group = kernel_group(kernel);
@@ -191,6 +195,12 @@ impl ReducedTable {
                 }
             })
             .collect();
+        // Each pass checked its own values; this is the net behind it.
+        check_finite(
+            &format!("reduced table ({})", kernel_name(kernel)),
+            &reduced_data,
+            &|row| format!("row {row}, {}", entry_name(&cases, q, reps[row] as usize)),
+        )?;
         let zero_orbits = signs.iter().filter(|&&s| s == 0).count();
         Ok(ReducedTable {
             kernel: kernel.clone(),

@@ -44,7 +44,9 @@
 //! values are exactly 0.
 use super::cases::Cases;
 use super::kernels::{Derivative, Kernel};
-use crate::runtime::{Error, Result};
+use super::limits::check_table_size;
+use crate::host_memory::{bytes_of, check_available};
+use crate::runtime::Result;
 
 /// A signed permutation of the axes: `(g v)_k = sign[k] · v[perm[k]]`
 /// (axes `dim..3` unused).
@@ -172,24 +174,14 @@ impl DenseOrbits {
     /// Builds the oracle for `kernel`'s group at `q` nodes per axis.
     pub fn build(kernel: &Kernel, q: usize) -> Result<DenseOrbits> {
         let d = kernel.dim();
-        if !(d == 2 || d == 3) {
-            return Err(Error::InvalidInput(format!(
-                "symmetry: dimension {d}: must be 2 or 3"
-            )));
-        }
-        if q == 0 || q > super::MAX_QUAD_ORDER {
-            return Err(Error::InvalidInput(format!(
-                "symmetry: q = {q}: must be in 1..={}",
-                super::MAX_QUAD_ORDER
-            )));
-        }
+        // The same size limit as the table builders (int32 ids here), then
+        // this machine's memory for the maps below: parent u32, parity i8,
+        // conflict bool, canonical_entry_ids i32, canonical_scales f64.
+        let size = check_table_size(d, q)?;
+        let n = size.n_entries as usize;
+        let what = || format!("the symmetry maps of {n} near-field table entries");
+        check_available(bytes_of::<[u8; 18]>(n as u128, &what)?, &what)?;
         let cases = Cases::new(d)?;
-        let n = cases.n_entries(q);
-        if n > i32::MAX as usize {
-            return Err(Error::InvalidInput(format!(
-                "symmetry: {n} entries do not fit int32 ids"
-            )));
-        }
         let group = kernel_group(kernel);
         let mut parent: Vec<u32> = (0..n as u32).collect();
         // Sign of an entry relative to its parent.

@@ -14,7 +14,9 @@
 use super::cases::Cases;
 use super::entry::{entries_at_point, EntryQuadrature};
 use super::kernels::Kernel;
+use super::limits::{check_finite, check_kernel_and_extent, check_table_size};
 use super::quadrature::{gauss_legendre, q_points};
+use crate::host_memory::filled_vec;
 use crate::runtime::{Error, Result};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -33,6 +35,26 @@ pub struct NearFieldTable {
     pub(super) q_points: Vec<f64>,
     pub(super) mode_normalizers: Vec<f64>,
     pub(super) data: Vec<f64>,
+}
+
+/// A kernel as messages name it, e.g. `Laplace, dimension 3, with
+/// AxisSource(0)`.
+pub(super) fn kernel_name(k: &Kernel) -> String {
+    match k.derivative() {
+        None => format!("{:?}, dimension {}", k.base(), k.dim()),
+        Some(d) => format!("{:?}, dimension {}, with {d:?}", k.base(), k.dim()),
+    }
+}
+
+/// A full entry id as messages name it: `entry ID (case c = [..], source
+/// mode s, target point t)`.
+pub(super) fn entry_name(cases: &Cases, q: usize, id: usize) -> String {
+    let nq = q.pow(cases.dim() as u32);
+    let (c, s, t) = (id / (nq * nq), (id / nq) % nq, id % nq);
+    format!(
+        "entry {id} (case {c} = {:?}, source mode {s}, target point {t})",
+        cases.vector(c)
+    )
 }
 
 /// `∫_{[0,L]^d} φ_s` for every mode `s` (axis 0 slowest): the product of the
@@ -73,6 +95,17 @@ impl NearFieldTable {
         threads: usize,
     ) -> Result<Self> {
         let d = kernel.dim();
+        // Everything refused before any work: the size (the 32-bit entry
+        // ids, then this machine's memory), the extent, λ·L, a direction.
+        let size = check_table_size(d, q)?;
+        check_kernel_and_extent(kernel, l)?;
+        let what = || {
+            format!(
+                "the dense near-field table of dimension {d}, q = {q} ({} entries)",
+                size.n_entries
+            )
+        };
+        let mut data = filled_vec(size.n_entries as usize, 0.0f64, &what)?;
         let cases = Cases::new(d)?;
         let qp = q_points(q, l, d)?;
         let normalizers = mode_normalizers(q, l, d)?;
@@ -106,7 +139,6 @@ impl NearFieldTable {
                 .map(|h| h.join().expect("near-field table worker panicked"))
                 .collect()
         });
-        let mut data = vec![0.0; cases.len() * nq * nq];
         for part in results {
             for (item, values) in part? {
                 let (case, t) = (item / nq, item % nq);
@@ -115,6 +147,12 @@ impl NearFieldTable {
                 }
             }
         }
+        // Each pass checked its own values; this is the net behind it.
+        check_finite(
+            &format!("dense table ({})", kernel_name(kernel)),
+            &data,
+            &|id| entry_name(&cases, q, id),
+        )?;
         Ok(NearFieldTable {
             kernel: kernel.clone(),
             q,

@@ -1,18 +1,29 @@
 //! The immutable phase cache of pixel-integrated PSF stamps.
 use super::model::MoffatPsf;
 use super::support::{anchor_phase, support_box};
+use super::threads::{resolve_threads, run_workers};
 use super::{CACHE_RADIUS, DEFAULT_PHASES, STAMP_PIXELS, STAMP_SIDE};
+use crate::host_memory::{bytes_of, filled_vec};
 use crate::runtime::{Error, Result};
-use std::sync::Mutex;
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
+
+/// The most phase intervals per axis a cache takes. The blend's error
+/// falls as 1/P² (≈ 5e−5 relative at 64, ≈ 2e−7 at 1024), while the
+/// stamps grow as (P+1)²: at 1024 they take 75,855,125,000 bytes
+/// ([`PsfCache::bytes_for`]), which only a large host has. A build that
+/// does not fit the machine is an [`Error::HostMemory`], found before
+/// anything is allocated.
+pub const MAX_PHASES: usize = 1024;
 
 /// How to build a [`PsfCache`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct CacheConfig {
-    /// Phase intervals per axis `P` (1..=1024; default 64): stamps at
-    /// phases `(i/P, j/P)`, `i, j ∈ 0..=P`.
+    /// Phase intervals per axis `P` (1..=[`MAX_PHASES`]; default 64):
+    /// stamps at phases `(i/P, j/P)`, `i, j ∈ 0..=P`.
     pub phases: usize,
-    /// Build threads; 0 = `std::thread::available_parallelism()`.
+    /// Build threads (0..=[`super::MAX_THREADS`]); 0 =
+    /// `std::thread::available_parallelism()`.
     pub threads: usize,
 }
 
@@ -69,22 +80,36 @@ impl PsfCache {
         PsfCache::build_with(psf, &CacheConfig::default())
     }
 
-    /// A cache built with `config`.
+    /// Bytes of the stamps of a cache with `phases` intervals per axis,
+    /// `(P+1)²·95²·8`, after checking `phases` is in `1..=MAX_PHASES`
+    /// (computed with checked arithmetic; nothing is allocated).
+    pub fn bytes_for(phases: usize) -> Result<u64> {
+        if !(1..=MAX_PHASES).contains(&phases) {
+            return Err(Error::InvalidInput(format!(
+                "PSF cache: phases = {phases} (need 1..={MAX_PHASES} intervals per axis)"
+            )));
+        }
+        let side = phases as u128 + 1;
+        bytes_of::<f64>(side * side * STAMP_PIXELS as u128, &|| stamps_name(phases))
+    }
+
+    /// A cache built with `config`. Refuses an invalid PSF, phases outside
+    /// `1..=MAX_PHASES` and more than [`super::MAX_THREADS`] threads
+    /// ([`Error::InvalidInput`]); stamps that do not fit the machine's
+    /// available memory ([`Error::HostMemory`], before any allocation);
+    /// and a stamp value that is not finite (an [`Error::InvalidInput`]
+    /// naming the stamp, offset and PSF; not expected for a PSF that
+    /// passes [`MoffatPsf::validate`]).
     pub fn build_with(psf: MoffatPsf, config: &CacheConfig) -> Result<PsfCache> {
         psf.validate()?;
         let p = config.phases;
-        if !(1..=1024).contains(&p) {
-            return Err(Error::InvalidInput(format!(
-                "PSF cache: phases = {p} (need 1..=1024 intervals per axis)"
-            )));
-        }
-        let threads = match config.threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            t => t,
-        };
+        PsfCache::bytes_for(p)?;
+        let threads = resolve_threads(config.threads, "PSF cache")?;
+        let name = || stamps_name(p);
         let start = Instant::now();
         let n_stamps = (p + 1) * (p + 1);
-        let mut stamps = vec![0.0f64; n_stamps * STAMP_PIXELS];
+        let mut stamps = filled_vec(n_stamps * STAMP_PIXELS, 0.0f64, &name)?;
+        let failure: Mutex<Option<Error>> = Mutex::new(None);
         {
             let mut slots: Vec<Option<&mut [f64]>> =
                 stamps.chunks_mut(STAMP_PIXELS).map(Some).collect();
@@ -101,25 +126,35 @@ impl PsfCache {
                     jobs.push((i, j, orbit));
                 }
             }
+            // More threads than jobs would only wait on the queue.
+            let workers = threads.clamp(1, jobs.len());
             let queue = Mutex::new(jobs.into_iter());
-            std::thread::scope(|scope| {
-                for _ in 0..threads.max(1) {
-                    scope.spawn(|| loop {
-                        let job = queue.lock().map(|mut q| q.next()).unwrap_or(None);
-                        let Some((i, j, orbit)) = job else { break };
-                        let stamp = PsfCache::compute_stamp(&psf, p, i, j);
-                        for (flip_x, flip_y, slot) in orbit {
-                            for r in 0..STAMP_SIDE {
-                                let sr = if flip_y { STAMP_SIDE - 1 - r } else { r };
-                                for c in 0..STAMP_SIDE {
-                                    let sc = if flip_x { STAMP_SIDE - 1 - c } else { c };
-                                    slot[r * STAMP_SIDE + c] = stamp[sr * STAMP_SIDE + sc];
-                                }
-                            }
+            run_workers(workers, || loop {
+                let job = queue.lock().map(|mut q| q.next()).unwrap_or(None);
+                let Some((i, j, orbit)) = job else { break };
+                let stamp = PsfCache::compute_stamp(&psf, p, i, j);
+                if let Err(err) = check_stamp(&stamp, &psf, p, i, j) {
+                    let mut f = failure.lock().unwrap_or_else(PoisonError::into_inner);
+                    f.get_or_insert(err);
+                    // Empty the queue: the build has failed.
+                    if let Ok(mut q) = queue.lock() {
+                        q.by_ref().for_each(drop);
+                    }
+                    break;
+                }
+                for (flip_x, flip_y, slot) in orbit {
+                    for r in 0..STAMP_SIDE {
+                        let sr = if flip_y { STAMP_SIDE - 1 - r } else { r };
+                        for c in 0..STAMP_SIDE {
+                            let sc = if flip_x { STAMP_SIDE - 1 - c } else { c };
+                            slot[r * STAMP_SIDE + c] = stamp[sr * STAMP_SIDE + sc];
                         }
-                    });
+                    }
                 }
             });
+        }
+        if let Some(err) = failure.into_inner().unwrap_or_else(PoisonError::into_inner) {
+            return Err(err);
         }
         Ok(PsfCache {
             psf,
@@ -257,9 +292,130 @@ impl PsfCache {
     }
 }
 
+/// Refuses a computed stamp `(i, j)` holding a value that is not finite,
+/// naming the stamp, the offset, the value and the PSF.
+fn check_stamp(stamp: &[f64], psf: &MoffatPsf, phases: usize, i: usize, j: usize) -> Result<()> {
+    let Some(k) = stamp.iter().position(|v| !v.is_finite()) else {
+        return Ok(());
+    };
+    let r = CACHE_RADIUS as i64;
+    let (dx, dy) = ((k % STAMP_SIDE) as i64 - r, (k / STAMP_SIDE) as i64 - r);
+    Err(Error::InvalidInput(format!(
+        "PSF cache: stamp ({i}, {j}) at P = {phases} has the non-finite value {} at offset \
+         ({dx}, {dy}) for {psf:?}",
+        stamp[k]
+    )))
+}
+
+/// What the stamps of a cache at `phases` are called in errors.
+fn stamps_name(phases: usize) -> String {
+    let side = phases as u128 + 1;
+    format!(
+        "the PSF cache's {} stamps of 95×95 float64 at P = {phases}",
+        side * side
+    )
+}
+
 /// `(dy + 47)·95 + (dx + 47)`: the position of offset `(dx, dy)` in a stamp.
 #[inline]
 pub fn offset_index(dx: i64, dy: i64) -> usize {
     let r = CACHE_RADIUS as i64;
     ((dy + r) * STAMP_SIDE as i64 + (dx + r)) as usize
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host_memory::available_bytes;
+
+    #[test]
+    fn the_cache_size_is_computed_before_anything_is_allocated() {
+        assert_eq!(PsfCache::bytes_for(64).unwrap(), 305_045_000);
+        assert_eq!(PsfCache::bytes_for(MAX_PHASES).unwrap(), 75_855_125_000);
+        for p in [0, MAX_PHASES + 1, usize::MAX] {
+            let e = PsfCache::bytes_for(p).unwrap_err();
+            assert!(e.to_string().contains("need 1..=1024"), "{e}");
+            let c = CacheConfig {
+                phases: p,
+                threads: 1,
+            };
+            assert!(matches!(
+                PsfCache::build_with(MoffatPsf::default(), &c),
+                Err(Error::InvalidInput(_))
+            ));
+        }
+        // P = 1024 needs 76 GB: where the machine has less, the build is an
+        // error naming the stamps and their bytes (never an abort). Where it
+        // has more, the size computation above is the check (the build
+        // would take minutes).
+        let need = PsfCache::bytes_for(MAX_PHASES).unwrap();
+        match available_bytes() {
+            Some(a) if a < need => {
+                let c = CacheConfig {
+                    phases: MAX_PHASES,
+                    threads: 1,
+                };
+                let e = PsfCache::build_with(MoffatPsf::default(), &c).unwrap_err();
+                assert_eq!(
+                    e,
+                    Error::HostMemory {
+                        what: stamps_name(MAX_PHASES),
+                        needed_bytes: need,
+                        available_bytes: e_available(&e),
+                    }
+                );
+                let m = e.to_string();
+                assert!(
+                    m.contains("1050625 stamps") && m.contains("needs 75855125000 bytes"),
+                    "{m}"
+                );
+            }
+            a => eprintln!("{a:?} bytes available: P = 1024 fits, not built"),
+        }
+    }
+
+    fn e_available(e: &Error) -> Option<u64> {
+        match e {
+            Error::HostMemory {
+                available_bytes, ..
+            } => *available_bytes,
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn thread_counts_beyond_the_limit_are_refused_at_once() {
+        for threads in [1usize << 40, crate::psf::MAX_THREADS + 1] {
+            let c = CacheConfig { phases: 2, threads };
+            let m = PsfCache::build_with(MoffatPsf::default(), &c)
+                .unwrap_err()
+                .to_string();
+            assert!(m.contains("threads") && m.contains("0..=1024"), "{m}");
+        }
+        // More threads than jobs (P = 1 has 1) and all cores both build the
+        // same stamps as one thread.
+        let one = CacheConfig {
+            phases: 1,
+            threads: 1,
+        };
+        let want = PsfCache::build_with(MoffatPsf::default(), &one).unwrap();
+        for threads in [0, 5] {
+            let c = CacheConfig { phases: 1, threads };
+            let got = PsfCache::build_with(MoffatPsf::default(), &c).unwrap();
+            assert_eq!(got.stamps(), want.stamps());
+        }
+    }
+
+    #[test]
+    fn a_non_finite_stamp_value_is_named() {
+        let psf = MoffatPsf::default();
+        let mut stamp = vec![0.0; STAMP_PIXELS];
+        assert!(check_stamp(&stamp, &psf, 64, 3, 4).is_ok());
+        stamp[offset_index(-2, 5)] = f64::NAN;
+        let m = check_stamp(&stamp, &psf, 64, 3, 4).unwrap_err().to_string();
+        assert!(
+            m.contains("stamp (3, 4) at P = 64") && m.contains("NaN at offset (-2, 5)"),
+            "{m}"
+        );
+    }
 }

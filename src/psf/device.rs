@@ -63,6 +63,7 @@ use super::image::HdrImage;
 use super::reference::{render_direct, SinkStats, MAX_DIRECT_SUPPORT};
 use super::support::{anchor_phase, support_box};
 use super::{PsfCache, CACHE_RADIUS, CENTRE_TILE, CHUNK_EVENTS, EVENT_FIELDS};
+use crate::host_memory::{bytes_of, check_available, filled_vec};
 use crate::runtime::{check, Device, DeviceBuffer, Error, Event, Result, Stream};
 use hipkern_sys as sys;
 use std::sync::Arc;
@@ -88,17 +89,29 @@ unsafe impl Send for Pinned {}
 
 impl Pinned {
     fn new(device: &Device, len: usize) -> Result<Pinned> {
+        let what = || format!("{len} float64 of page-locked host memory");
+        // Checked against the machine first: page-locked memory cannot be
+        // swapped out, and a size beyond the machine must be an error.
+        let bytes = bytes_of::<f64>(len as u128, &what)?;
+        check_available(bytes, &what)?;
+        let bytes = usize::try_from(bytes).map_err(|_| Error::HostMemory {
+            what: what(),
+            needed_bytes: bytes,
+            available_bytes: None,
+        })?;
         device.bind()?;
         let mut raw = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; len·8 bytes cannot overflow (len is
-        // CHUNK_EVENTS·7).
+        // SAFETY: valid out-pointer; `bytes` is len·8, computed with
+        // checked arithmetic above.
         check("hipkern_malloc_host", unsafe {
-            sys::hipkern_malloc_host(&mut raw, len * std::mem::size_of::<f64>())
+            sys::hipkern_malloc_host(&mut raw, bytes)
         })?;
         if raw.is_null() {
-            return Err(Error::InvalidInput(format!(
-                "hipkern_malloc_host returned NULL for {len} float64"
-            )));
+            return Err(Error::HostMemory {
+                what: what(),
+                needed_bytes: bytes as u64,
+                available_bytes: None,
+            });
         }
         Ok(Pinned {
             ptr: raw.cast(),
@@ -828,8 +841,13 @@ impl DeviceSink {
     /// Waits for everything queued and downloads the image. The sink goes
     /// on accumulating into the same device image afterwards.
     pub fn finish(&mut self) -> Result<HdrImage> {
-        // Poisoned: a value the copy did not write would show as NaN.
-        let mut data = vec![f64::NAN; self.width * self.height * 3];
+        // Poisoned: a value the copy did not write would show as NaN. Host
+        // memory for it is checked and allocated fallibly (the device may
+        // hold an image the host has no room for).
+        let (w, h) = (self.width, self.height);
+        let mut data = filled_vec(w * h * 3, f64::NAN, &|| {
+            format!("the host copy of the {w}×{h} float64 RGB image")
+        })?;
         self.download(&mut data)?;
         HdrImage::from_data(self.width, self.height, data)
     }

@@ -1,5 +1,6 @@
 //! The float64 HDR image and the comparison of two images.
 use super::{DEFAULT_HEIGHT, DEFAULT_WIDTH};
+use crate::host_memory::{bytes_of, filled_vec};
 use crate::runtime::{Error, Result};
 
 /// Luminance weights of R, G, B: `Y = 0.2126 R + 0.7152 G + 0.0722 B`.
@@ -16,47 +17,54 @@ pub struct HdrImage {
 }
 
 impl Default for HdrImage {
-    /// A black 3840 × 2160 image.
+    /// A black 3840 × 2160 image (199 MB; panics where the machine cannot
+    /// give them: [`HdrImage::new`] returns that as an error).
     fn default() -> Self {
         HdrImage::new(DEFAULT_WIDTH, DEFAULT_HEIGHT).expect("default size is valid")
     }
 }
 
 impl HdrImage {
-    /// A black image; both sides in `1..=2^20`.
+    /// A black image; both sides in `1..=2^20`. The `width·height·3`
+    /// float64 are checked against the machine's available memory and
+    /// allocated fallibly: a size this machine cannot hold is an
+    /// [`Error::HostMemory`] naming the image and its bytes, not an abort.
     pub fn new(width: usize, height: usize) -> Result<HdrImage> {
-        const MAX: usize = 1 << 20;
-        if width == 0 || height == 0 || width > MAX || height > MAX {
-            return Err(Error::InvalidInput(format!(
-                "image size {width}×{height} (each side must be in 1..={MAX})"
-            )));
-        }
+        let n = values_of(width, height)?;
+        let data = filled_vec(n, 0.0f64, &|| {
+            format!("the {width}×{height} float64 RGB image ({n} values)")
+        })?;
         Ok(HdrImage {
             width,
             height,
-            data: vec![0.0; width * height * 3],
+            data,
         })
     }
 
     /// An image over existing data (length `width·height·3`).
     pub fn from_data(width: usize, height: usize, data: Vec<f64>) -> Result<HdrImage> {
-        const MAX: usize = 1 << 20;
-        if width == 0 || height == 0 || width > MAX || height > MAX {
+        let n = values_of(width, height)?;
+        if data.len() != n {
             return Err(Error::InvalidInput(format!(
-                "image size {width}×{height} (each side must be in 1..={MAX})"
-            )));
-        }
-        if data.len() != width * height * 3 {
-            return Err(Error::InvalidInput(format!(
-                "image data of length {} for {width}×{height}×3 = {}",
+                "image data of length {} for {width}×{height}×3 = {n}",
                 data.len(),
-                width * height * 3
             )));
         }
         Ok(HdrImage {
             width,
             height,
             data,
+        })
+    }
+
+    /// Bytes of a `width × height` image's values (`width·height·3`
+    /// float64), after the size check of [`HdrImage::new`]: what building
+    /// one needs, to compare with
+    /// [`crate::host_memory::available_bytes`] before committing to a run.
+    pub fn bytes_for(width: usize, height: usize) -> Result<u64> {
+        let n = values_of(width, height)?;
+        bytes_of::<f64>(n as u128, &|| {
+            format!("the {width}×{height} float64 RGB image")
         })
     }
 
@@ -104,6 +112,15 @@ impl HdrImage {
             *a += b;
         }
         Ok(())
+    }
+
+    /// The first value (in memory order) that is not finite, as
+    /// `(x, y, channel)` (channel 0 = R, 1 = G, 2 = B), or `None` when every
+    /// value is finite: the check before writing an image out.
+    pub fn first_non_finite(&self) -> Option<(usize, usize, usize)> {
+        let k = self.data.iter().position(|v| !v.is_finite())?;
+        let (p, c) = (k / 3, k % 3);
+        Some((p % self.width, p / self.width, c))
     }
 
     /// The largest |value| over all channels.
@@ -169,6 +186,28 @@ impl HdrImage {
         c.flux_rel = [rel(s.r, r.r), rel(s.g, r.g), rel(s.b, r.b), rel(s.y, r.y)];
         Ok(c)
     }
+}
+
+/// The largest image side, pixels (`2^20`: the image's float64 values
+/// then number at most `3·2^40`, far inside `usize` on 64-bit targets, and
+/// PNG's and FITS's 32-bit sides hold it).
+pub const MAX_IMAGE_SIDE: usize = 1 << 20;
+
+/// `width·height·3` after checking both sides are in `1..=MAX_IMAGE_SIDE`.
+fn values_of(width: usize, height: usize) -> Result<usize> {
+    if width == 0 || height == 0 || width > MAX_IMAGE_SIDE || height > MAX_IMAGE_SIDE {
+        return Err(Error::InvalidInput(format!(
+            "image size {width}×{height} (each side must be in 1..={MAX_IMAGE_SIDE})"
+        )));
+    }
+    width
+        .checked_mul(height)
+        .and_then(|p| p.checked_mul(3))
+        .ok_or_else(|| {
+            Error::InvalidInput(format!(
+                "image size {width}×{height}: width·height·3 overflows this platform's usize"
+            ))
+        })
 }
 
 fn same_size(a: &HdrImage, b: &HdrImage) -> Result<()> {
@@ -305,5 +344,46 @@ impl Comparison {
                 why.join("; ")
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host_memory::available_bytes;
+
+    #[test]
+    fn first_non_finite_names_the_pixel_and_channel() {
+        let mut img = HdrImage::new(4, 3).unwrap();
+        assert_eq!(img.first_non_finite(), None);
+        img.data_mut()[(2 * 4 + 3) * 3 + 1] = f64::INFINITY;
+        assert_eq!(img.first_non_finite(), Some((3, 2, 1)));
+        img.data_mut()[(4 + 2) * 3 + 2] = f64::NAN;
+        assert_eq!(img.first_non_finite(), Some((2, 1, 2)));
+    }
+
+    #[test]
+    fn sizes_are_checked_before_allocating() {
+        let side = MAX_IMAGE_SIDE;
+        let need = HdrImage::bytes_for(side, side).unwrap();
+        assert_eq!(need, 24 << 40);
+        // 26 TB: beyond this machine (and any other), an error naming it.
+        if available_bytes().is_some_and(|a| a < need) {
+            let e = HdrImage::new(side, side).unwrap_err();
+            assert!(matches!(e, Error::HostMemory { needed_bytes, .. } if needed_bytes == need));
+            assert!(
+                e.to_string().contains("1048576×1048576 float64 RGB image"),
+                "{e}"
+            );
+        }
+        for (w, h) in [(0, 1), (1, 0), (side + 1, 1), (1, usize::MAX)] {
+            assert!(matches!(HdrImage::new(w, h), Err(Error::InvalidInput(_))));
+            assert!(matches!(
+                HdrImage::bytes_for(w, h),
+                Err(Error::InvalidInput(_))
+            ));
+        }
+        assert!(HdrImage::from_data(2, 2, vec![0.0; 11]).is_err());
+        assert_eq!(HdrImage::bytes_for(3840, 2160).unwrap(), 199_065_600);
     }
 }

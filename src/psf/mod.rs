@@ -104,6 +104,24 @@
 //! the chunks before it stay, and the sink stays usable. No implicit switch
 //! to another mode.
 //!
+//! # Limits
+//!
+//! Whatever a caller or a file asks for is checked before work starts, and
+//! a request beyond a limit is an error naming it, never an abort or a run
+//! without end: the PSF's parameters ([`MoffatPsf::validate`]: FWHM
+//! 0.5..=1000 px, β 1.1..=100, tail 1e−15..=0.5, support radius ≤
+//! [`MAX_DIRECT_SUPPORT`]), phases 1..=[`MAX_PHASES`], threads
+//! 0..=[`MAX_THREADS`], image sides 1..=[`MAX_IMAGE_SIDE`], and the sizes
+//! event-file headers claim (against the bytes the file holds). Host
+//! allocations sized by the input (the cache's stamps, the image, the
+//! events, output buffers) are checked against the machine's available
+//! memory and made fallibly ([`crate::host_memory`],
+//! [`crate::Error::HostMemory`]). File-system failures while writing or
+//! reading are [`crate::Error::Io`]; a malformed file or a bad path is
+//! [`crate::Error::InvalidInput`]. A sink's image can still hold an
+//! infinity where finite events' sums overflow float64:
+//! [`HdrImage::first_non_finite`] finds it before the image is written.
+//!
 //! # Pieces
 //!
 //! - [`MoffatPsf`]: the model and accurate pixel integrals.
@@ -132,27 +150,29 @@ mod model;
 mod output;
 mod reference;
 pub mod support;
+mod threads;
 
-pub use cache::{offset_index, CacheConfig, PsfCache};
+pub use cache::{offset_index, CacheConfig, PsfCache, MAX_PHASES};
 pub use device::{
     AdaptiveThresholds, Binning, ChunkMode, ChunkRecord, DeviceSink, DeviceSinkBuilder,
     ScratchLimits, ScratchUsage, SinkMode, SinkTimings,
 };
 pub use event::{
     encode_events, parse_events, read_events, validate_events, write_events, write_events_npy,
-    EventFile, EventFormat, StarEvent, EVENT_FIELDS, EVENT_HEADER_BYTES, EVENT_MAGIC,
-    EVENT_RECORD_BYTES, EVENT_VERSION,
+    write_events_npy_to, write_events_to, EventFile, EventFormat, StarEvent, EVENT_FIELDS,
+    EVENT_HEADER_BYTES, EVENT_MAGIC, EVENT_RECORD_BYTES, EVENT_VERSION,
 };
-pub use image::{Comparison, FluxSums, HdrImage, LUMA};
+pub use image::{Comparison, FluxSums, HdrImage, LUMA, MAX_IMAGE_SIDE};
 pub use model::MoffatPsf;
 pub use output::{
-    tone_map, white_point, write_fits, write_image_npy, write_png, ImageMeta, Preview,
-    TONE_PERCENTILE, TONE_SOFTENING,
+    tone_map, white_point, write_fits, write_fits_new, write_image_npy, write_image_npy_to,
+    write_png, write_png_to, ImageMeta, PngError, Preview, TONE_PERCENTILE, TONE_SOFTENING,
 };
 pub use reference::{
     count_contributions, event_contributions, render_direct, CpuSink, DirectStats, SinkStats,
     MAX_DIRECT_SUPPORT, ROW_BLOCK,
 };
+pub use threads::MAX_THREADS;
 
 /// The cache's stamp radius: offsets `dx, dy ∈ −47..=47`.
 pub const CACHE_RADIUS: usize = 47;

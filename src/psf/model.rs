@@ -1,4 +1,6 @@
 //! The Moffat PSF and its pixel integrals.
+use super::reference::MAX_DIRECT_SUPPORT;
+use super::CACHE_RADIUS;
 use crate::runtime::{Error, Result};
 use std::f64::consts::PI;
 
@@ -14,11 +16,13 @@ use std::f64::consts::PI;
 /// (FWHM 2.7, β 4.5, tail 1e−8 → R = 45.84777786185942 px).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct MoffatPsf {
-    /// Full width at half maximum, pixels (> 0).
+    /// Full width at half maximum, pixels ([`MoffatPsf::MIN_FWHM`]..=[`MoffatPsf::MAX_FWHM`]).
     pub fwhm: f64,
-    /// Moffat exponent β (> 1, so the total flux is finite).
+    /// Moffat exponent β (> 1, so the total flux is finite;
+    /// [`MoffatPsf::MIN_BETA`]..=[`MoffatPsf::MAX_BETA`]).
     pub beta: f64,
-    /// Fraction of the flux allowed outside the support radius (0 < tail < 1).
+    /// Fraction of the flux allowed outside the support radius
+    /// ([`MoffatPsf::MIN_TAIL`]..=[`MoffatPsf::MAX_TAIL`]).
     pub tail: f64,
 }
 
@@ -34,33 +38,114 @@ impl Default for MoffatPsf {
 }
 
 impl MoffatPsf {
-    /// A validated PSF: every parameter finite, `fwhm > 0`, `beta > 1`,
-    /// `0 < tail < 1`; an error names the parameter and its value.
+    /// The smallest FWHM taken, pixels. Below it a PSF is so much narrower
+    /// than a pixel that the 8-node pixel integrals
+    /// ([`MoffatPsf::pixel_integral`]) miss its core: against 64 nodes the
+    /// centre pixel is off by ≤ 1.2e−4 relative at 0.5 px (over β in
+    /// 1.1..=100), by 5e−3 at 0.3 px and by 66 % at 0.1 px; at 1e−200 px
+    /// `α²` underflows and every value is NaN.
+    pub const MIN_FWHM: f64 = 0.5;
+    /// The largest FWHM taken, pixels: ten times the cache's 95-px stamps,
+    /// far beyond any imaging PSF, and it keeps every derived number
+    /// (`α`, the normaliser, the stamps) well inside float64's range.
+    pub const MAX_FWHM: f64 = 1000.0;
+    /// The smallest β taken. The total flux diverges as β → 1, and the
+    /// support radius `α √(tail^{1/(1−β)} − 1)` grows without bound: at
+    /// β = 1.1 (FWHM 2.7) it stays within [`MAX_DIRECT_SUPPORT`] only for
+    /// `tail ≥ 4.3e−3` ([`MoffatPsf::validate`] checks the combination).
+    pub const MIN_BETA: f64 = 1.1;
+    /// The largest β taken: at β = 100 a Moffat profile is a Gaussian for
+    /// every practical purpose, and beyond it `2^{1/β} − 1` (in `α`) loses
+    /// digits to cancellation.
+    pub const MAX_BETA: f64 = 100.0;
+    /// The smallest tail fraction taken: below 1e−15 the flux left outside
+    /// the support is under float64's resolution of the image's totals
+    /// (relative 1.1e−16 per value), so a smaller tail only widens the
+    /// support.
+    pub const MIN_TAIL: f64 = 1e-15;
+    /// The largest tail fraction taken: the support must hold at least
+    /// half the flux (the half-light radius); beyond it the support radius
+    /// tends to 0 and events render nothing.
+    pub const MAX_TAIL: f64 = 0.5;
+
+    /// A validated PSF (see [`MoffatPsf::validate`]); an error names the
+    /// parameter, its value and its valid range.
     pub fn new(fwhm: f64, beta: f64, tail: f64) -> Result<Self> {
         let psf = MoffatPsf { fwhm, beta, tail };
         psf.validate()?;
         Ok(psf)
     }
 
-    /// Checks the parameters (as [`MoffatPsf::new`] does).
+    /// Checks the parameters: `fwhm ∈ [MIN_FWHM, MAX_FWHM]` (0.5..=1000
+    /// px), `beta ∈ [MIN_BETA, MAX_BETA]` (1.1..=100), `tail ∈ [MIN_TAIL,
+    /// MAX_TAIL]` (1e−15..=0.5), and together a support radius `R` of at
+    /// most [`MAX_DIRECT_SUPPORT`] (1e12 px, the largest any sink renders;
+    /// it excludes heavy wings with a tiny tail, e.g. β 1.1 with tail
+    /// 1e−8). Within these every derived number (`α`, the normaliser, `R`,
+    /// the pixel integrals) is finite and positive, which is checked too.
     pub fn validate(&self) -> Result<()> {
-        let bad = |what: &str, v: f64, need: &str| {
-            Err(Error::InvalidInput(format!(
-                "Moffat PSF: {what} = {v:e} is invalid ({need})"
-            )))
+        let range = |what: &str, v: f64, lo: f64, hi: f64, unit: &str, why: &str| {
+            if v.is_finite() && (lo..=hi).contains(&v) {
+                Ok(())
+            } else {
+                // Plain decimals, but 1e-15 rather than 0.000000000000001.
+                let num = |x: f64| {
+                    if x != 0.0 && x.abs() < 1e-3 {
+                        format!("{x:e}")
+                    } else {
+                        format!("{x}")
+                    }
+                };
+                Err(Error::InvalidInput(format!(
+                    "Moffat PSF: {what} = {v:e} is invalid (must be in {}..={}{unit}: {why})",
+                    num(lo),
+                    num(hi)
+                )))
+            }
         };
-        if !(self.fwhm.is_finite() && self.fwhm > 0.0) {
-            return bad("fwhm", self.fwhm, "must be finite and > 0");
-        }
-        if !(self.beta.is_finite() && self.beta > 1.0) {
-            return bad("beta", self.beta, "must be finite and > 1");
-        }
-        if !(self.tail.is_finite() && self.tail > 0.0 && self.tail < 1.0) {
-            return bad("tail", self.tail, "must be finite, 0 < tail < 1");
-        }
-        if !(self.alpha().is_finite() && self.support_radius().is_finite()) {
+        range(
+            "fwhm",
+            self.fwhm,
+            Self::MIN_FWHM,
+            Self::MAX_FWHM,
+            " px",
+            "a narrower PSF is not resolved by the pixel integrals",
+        )?;
+        range(
+            "beta",
+            self.beta,
+            Self::MIN_BETA,
+            Self::MAX_BETA,
+            "",
+            "the total flux diverges as beta approaches 1",
+        )?;
+        range(
+            "tail",
+            self.tail,
+            Self::MIN_TAIL,
+            Self::MAX_TAIL,
+            "",
+            "the flux fraction outside the support radius",
+        )?;
+        let r = self.support_radius();
+        if !(r.is_finite() && r > 0.0 && r <= MAX_DIRECT_SUPPORT) {
             return Err(Error::InvalidInput(format!(
-                "Moffat PSF: fwhm {:e}, beta {:e}, tail {:e} give a non-finite α or support radius",
+                "Moffat PSF: fwhm {:e}, beta {:e}, tail {:e} give a support radius R = {r:e} px, \
+                 beyond the {MAX_DIRECT_SUPPORT:e} px any sink renders: raise beta or tail",
+                self.fwhm, self.beta, self.tail
+            )));
+        }
+        // Implied by the ranges (the tests check their corners); kept so
+        // that no NaN can come out of a PSF this accepts.
+        let (a, n) = (self.alpha(), self.norm());
+        let peak = self.pixel_integral(0.0, 0.0);
+        let wing = self.pixel_integral(CACHE_RADIUS as f64, CACHE_RADIUS as f64);
+        if !(a.is_finite() && a > 0.0 && n.is_finite() && n > 0.0)
+            || !(peak.is_finite() && peak > 0.0 && wing.is_finite() && wing >= 0.0)
+        {
+            return Err(Error::InvalidInput(format!(
+                "Moffat PSF: fwhm {:e}, beta {:e}, tail {:e} give a non-finite or non-positive \
+                 α = {a:e}, normaliser {n:e} or pixel integral (centre {peak:e}, wing {wing:e})",
                 self.fwhm, self.beta, self.tail
             )));
         }
@@ -206,3 +291,100 @@ impl HalfRule {
 }
 
 static RULES: std::sync::OnceLock<[HalfRule; 3]> = std::sync::OnceLock::new();
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::psf::{CacheConfig, PsfCache};
+
+    fn message(r: Result<MoffatPsf>) -> String {
+        match r {
+            Err(Error::InvalidInput(m)) => m,
+            other => panic!("expected InvalidInput, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_ends_of_the_ranges_give_finite_stamps() {
+        let mut accepted = Vec::new();
+        for fwhm in [MoffatPsf::MIN_FWHM, MoffatPsf::MAX_FWHM] {
+            for beta in [MoffatPsf::MIN_BETA, MoffatPsf::MAX_BETA] {
+                for tail in [MoffatPsf::MIN_TAIL, MoffatPsf::MAX_TAIL] {
+                    let psf = match MoffatPsf::new(fwhm, beta, tail) {
+                        Ok(psf) => psf,
+                        Err(e) => {
+                            // Only the support-radius limit may refuse a
+                            // corner: heavy wings with a tiny tail.
+                            let m = e.to_string();
+                            assert!(m.contains("support radius") && m.contains("1e12"), "{m}");
+                            assert_eq!((beta, tail), (MoffatPsf::MIN_BETA, MoffatPsf::MIN_TAIL));
+                            continue;
+                        }
+                    };
+                    accepted.push((fwhm, beta, tail));
+                    for v in [psf.alpha(), psf.norm(), psf.support_radius()] {
+                        assert!(v.is_finite() && v > 0.0, "{psf:?}: {v}");
+                    }
+                    let cache = PsfCache::build_with(
+                        psf,
+                        &CacheConfig {
+                            phases: 2,
+                            threads: 2,
+                        },
+                    )
+                    .unwrap();
+                    assert!(cache.stamps().iter().all(|v| v.is_finite() && *v >= 0.0));
+                    let centre: f64 = cache.stamp(1, 1).iter().sum();
+                    assert!(centre > 0.0 && centre <= 1.0 + 1e-12, "{psf:?}: {centre}");
+                }
+            }
+        }
+        // Six of the eight corners; both β = 1.1, tail = 1e-15 ones are refused.
+        assert_eq!(accepted.len(), 6, "{accepted:?}");
+        // The heaviest wing with the largest tail, the narrowest PSF with the
+        // heaviest wing and largest tail: both fine.
+        assert!(MoffatPsf::new(
+            MoffatPsf::MAX_FWHM,
+            MoffatPsf::MIN_BETA,
+            MoffatPsf::MAX_TAIL
+        )
+        .is_ok());
+        // β = 1.1 at FWHM 2.7 needs tail ≥ 4.3e-3 (the MIN_BETA docs).
+        assert!(MoffatPsf::new(2.7, 1.1, 4.4e-3).is_ok());
+        assert!(MoffatPsf::new(2.7, 1.1, 4.2e-3).is_err());
+    }
+
+    #[test]
+    fn values_beyond_the_ranges_are_refused_naming_the_range() {
+        for (psf, what, range) in [
+            (MoffatPsf::new(1e-200, 4.5, 1e-8), "fwhm", "0.5..=1000 px"),
+            (MoffatPsf::new(0.499, 4.5, 1e-8), "fwhm", "0.5..=1000 px"),
+            (MoffatPsf::new(1000.5, 4.5, 1e-8), "fwhm", "0.5..=1000 px"),
+            (
+                MoffatPsf::new(f64::INFINITY, 4.5, 1e-8),
+                "fwhm",
+                "0.5..=1000 px",
+            ),
+            (MoffatPsf::new(2.7, 1.09, 1e-8), "beta", "1.1..=100"),
+            (MoffatPsf::new(2.7, 100.5, 1e-8), "beta", "1.1..=100"),
+            (MoffatPsf::new(2.7, f64::NAN, 1e-8), "beta", "1.1..=100"),
+            (MoffatPsf::new(2.7, 4.5, 9e-16), "tail", "1e-15..=0.5"),
+            (MoffatPsf::new(2.7, 4.5, 0.51), "tail", "1e-15..=0.5"),
+            (MoffatPsf::new(2.7, 4.5, -1.0), "tail", "1e-15..=0.5"),
+        ] {
+            let m = message(psf);
+            assert!(
+                m.contains(&format!("{what} = ")) && m.contains(range),
+                "{m}"
+            );
+        }
+        // A heavy wing with a tiny tail: a finite but useless support radius.
+        let m = message(MoffatPsf::new(2.7, 1.1, 1e-8));
+        assert!(
+            m.contains("support radius R = ") && m.contains("raise beta or tail"),
+            "{m}"
+        );
+        // The default PSF is well inside.
+        MoffatPsf::default().validate().unwrap();
+    }
+}

@@ -53,10 +53,19 @@
 //! # Writing
 //!
 //! Every writer replaces `path` whole: it writes a temporary file beside it
-//! and renames it into place, so on an error `path` is as it was.
+//! and renames it into place, so on an error `path` is as it was. A path
+//! that is a folder, or in a folder that does not exist, is the caller's
+//! [`Error::InvalidInput`](crate::Error::InvalidInput); a failure to
+//! create, write, sync or rename the file (no write permission, a full
+//! disk) is an [`Error::Io`](crate::Error::Io). Host buffers sized by the
+//! image (the FITS planes, the PNG's luminances) are checked against the
+//! machine and allocated fallibly
+//! ([`Error::HostMemory`](crate::Error::HostMemory)).
+use super::event::reserve_vec;
 use super::image::{HdrImage, LUMA};
 use super::model::MoffatPsf;
 use super::CACHE_RADIUS;
+use crate::host_memory::filled_vec;
 use crate::runtime::{Error, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
@@ -120,8 +129,13 @@ fn sibling_temp(target: &Path) -> Result<PathBuf> {
 /// Writes `target` through a temporary sibling: `write` fills the fresh
 /// temporary path (which does not exist yet), then it is renamed into
 /// place. On any error the temporary file is removed and `target` is
-/// untouched.
-fn replace_via_temp(target: &Path, write: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+/// untouched. A target that is a folder, has no file name or lies in a
+/// folder that does not exist is the caller's [`Error::InvalidInput`]; a
+/// failed rename an [`Error::Io`].
+pub(super) fn replace_via_temp(
+    target: &Path,
+    write: impl FnOnce(&Path) -> Result<()>,
+) -> Result<()> {
     if target.is_dir() {
         return Err(Error::InvalidInput(format!(
             "output {} is a directory",
@@ -129,13 +143,19 @@ fn replace_via_temp(target: &Path, write: impl FnOnce(&Path) -> Result<()>) -> R
         )));
     }
     let temp = sibling_temp(target)?;
+    if let Some(dir) = temp.parent() {
+        if !dir.is_dir() {
+            return Err(Error::InvalidInput(format!(
+                "output {}: {} is not an existing folder",
+                target.display(),
+                dir.display()
+            )));
+        }
+    }
     let result = write(&temp).and_then(|()| {
-        fs::rename(&temp, target).map_err(|e| {
-            Error::InvalidInput(format!(
-                "cannot rename {} to {}: {e}",
-                temp.display(),
-                target.display()
-            ))
+        fs::rename(&temp, target).map_err(|e| Error::Io {
+            action: format!("cannot rename {} to {}", temp.display(), target.display()),
+            message: e.to_string(),
         })
     });
     if result.is_err() {
@@ -144,136 +164,162 @@ fn replace_via_temp(target: &Path, write: impl FnOnce(&Path) -> Result<()>) -> R
     result
 }
 
-/// Creates `path` (which must not exist) for writing.
-fn create_new(path: &Path, what: &str) -> Result<File> {
+/// Creates `path` (which must not exist) for writing; a failure (a folder
+/// without write permission, a full disk) is an [`Error::Io`].
+pub(super) fn create_new(path: &Path, what: &str) -> Result<File> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
         .open(path)
-        .map_err(|e| Error::InvalidInput(format!("cannot create {what} {}: {e}", path.display())))
+        .map_err(|e| Error::Io {
+            action: format!("cannot create {what} {}", path.display()),
+            message: e.to_string(),
+        })
+}
+
+/// The [`Error::Io`] of a failed write of `path`.
+fn write_failure(what: &str, path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::Io {
+        action: format!("cannot write {what} {}", path.display()),
+        message: e.to_string(),
+    }
 }
 
 /// Writes `image` as a float32 FITS file (layout and header in the module
-/// docs), replacing `path`.
+/// docs), replacing `path` (through a temporary file beside it).
 pub fn write_fits(path: &Path, image: &HdrImage, meta: &ImageMeta) -> Result<()> {
+    replace_via_temp(path, |temp| write_fits_new(temp, image, meta))
+}
+
+/// [`write_fits`] to a new file: `path` must not exist, and is written in
+/// place (for a caller that stages its outputs itself). cfitsio creates
+/// it, so it is named by path.
+pub fn write_fits_new(path: &Path, image: &HdrImage, meta: &ImageMeta) -> Result<()> {
     meta.psf.validate()?;
     let (w, h) = (image.width(), image.height());
     // Planes R, G, B, each row-major with iy = 0 first.
-    let mut planes = vec![0f32; w * h * 3];
+    let mut planes = filled_vec(image.data().len(), 0f32, &|| {
+        format!("the float32 planes of the {w}×{h} FITS image")
+    })?;
     for (p, px) in image.data().chunks_exact(3).enumerate() {
         for c in 0..3 {
             planes[c * w * h + p] = px[c] as f32;
         }
     }
-    replace_via_temp(path, |temp| {
-        let fits_err = |e: fitsio::errors::Error| {
-            Error::InvalidInput(format!("cannot write FITS file {}: {e}", path.display()))
-        };
-        let Some(temp_str) = temp.to_str() else {
-            return Err(Error::InvalidInput(format!(
-                "cannot write FITS file {}: its folder's name is not UTF-8",
-                path.display()
-            )));
-        };
-        if temp_str.contains(['[', ']', '(', ')']) {
-            return Err(Error::InvalidInput(format!(
-                "cannot write FITS file {}: cfitsio reads [ ] ( ) in a path as its extended \
-                 file-name syntax; choose a folder without them",
-                path.display()
-            )));
-        }
-        let description = fitsio::images::ImageDescription {
-            data_type: fitsio::images::ImageType::Float,
-            // C order (slowest first): NAXIS3 = 3, NAXIS2 = h, NAXIS1 = w.
-            dimensions: &[3, h, w],
-        };
-        let mut f = fitsio::FitsFile::create(temp_str)
-            .with_custom_primary(&description)
-            .open()
-            .map_err(fits_err)?;
-        let hdu = f.primary_hdu().map_err(fits_err)?;
-        let psf = &meta.psf;
-        hdu.write_key(&mut f, "PLANE1", ("R", "NAXIS3 plane 1: red"))
-            .map_err(fits_err)?;
-        hdu.write_key(&mut f, "PLANE2", ("G", "NAXIS3 plane 2: green"))
-            .map_err(fits_err)?;
-        hdu.write_key(&mut f, "PLANE3", ("B", "NAXIS3 plane 3: blue"))
-            .map_err(fits_err)?;
-        hdu.write_key(&mut f, "PSFMODEL", ("MOFFAT", "PSF profile"))
-            .map_err(fits_err)?;
-        for (key, value, comment) in [
-            ("FWHM", psf.fwhm, "PSF full width at half maximum (px)"),
-            ("BETA", psf.beta, "Moffat exponent beta"),
-            ("TAIL", psf.tail, "flux fraction outside SUPPORT"),
-            ("ALPHA", psf.alpha(), "Moffat scale alpha (px)"),
-            ("SUPPORT", psf.support_radius(), "support radius R (px)"),
-        ] {
-            hdu.write_key(&mut f, key, (value, comment))
-                .map_err(fits_err)?;
-        }
-        for (key, value, comment) in [
-            (
-                "CACHERAD",
-                CACHE_RADIUS as i64,
-                "PSF cache stamp radius (px)",
-            ),
-            (
-                "PHASES",
-                meta.phases as i64,
-                "sub-pixel phase intervals P per axis",
-            ),
-            ("NEVENTS", meta.events as i64, "star events replayed"),
-            ("NDIRECT", meta.direct as i64, "events by the direct path"),
-            ("NOUTSIDE", meta.outside as i64, "events wholly outside"),
-        ] {
-            hdu.write_key(&mut f, key, (value, comment))
-                .map_err(fits_err)?;
-        }
-        hdu.write_key(
-            &mut f,
-            "SINK",
-            (meta.sink.as_str(), "sink that rendered it"),
-        )
+    let fits_err = |e: fitsio::errors::Error| write_failure("FITS file", path, e);
+    let Some(path_str) = path.to_str() else {
+        return Err(Error::InvalidInput(format!(
+            "cannot write FITS file {}: its folder's name is not UTF-8",
+            path.display()
+        )));
+    };
+    if path_str.contains(['[', ']', '(', ')']) {
+        return Err(Error::InvalidInput(format!(
+            "cannot write FITS file {}: cfitsio reads [ ] ( ) in a path as its extended \
+             file-name syntax; choose a folder without them",
+            path.display()
+        )));
+    }
+    let description = fitsio::images::ImageDescription {
+        data_type: fitsio::images::ImageType::Float,
+        // C order (slowest first): NAXIS3 = 3, NAXIS2 = h, NAXIS1 = w.
+        dimensions: &[3, h, w],
+    };
+    let mut f = fitsio::FitsFile::create(path_str)
+        .with_custom_primary(&description)
+        .open()
         .map_err(fits_err)?;
-        let creator = format!("hipkern {}", env!("CARGO_PKG_VERSION"));
-        hdu.write_key(&mut f, "CREATOR", (creator.as_str(), "program"))
+    let hdu = f.primary_hdu().map_err(fits_err)?;
+    let psf = &meta.psf;
+    hdu.write_key(&mut f, "PLANE1", ("R", "NAXIS3 plane 1: red"))
+        .map_err(fits_err)?;
+    hdu.write_key(&mut f, "PLANE2", ("G", "NAXIS3 plane 2: green"))
+        .map_err(fits_err)?;
+    hdu.write_key(&mut f, "PLANE3", ("B", "NAXIS3 plane 3: blue"))
+        .map_err(fits_err)?;
+    hdu.write_key(&mut f, "PSFMODEL", ("MOFFAT", "PSF profile"))
+        .map_err(fits_err)?;
+    for (key, value, comment) in [
+        ("FWHM", psf.fwhm, "PSF full width at half maximum (px)"),
+        ("BETA", psf.beta, "Moffat exponent beta"),
+        ("TAIL", psf.tail, "flux fraction outside SUPPORT"),
+        ("ALPHA", psf.alpha(), "Moffat scale alpha (px)"),
+        ("SUPPORT", psf.support_radius(), "support radius R (px)"),
+    ] {
+        hdu.write_key(&mut f, key, (value, comment))
             .map_err(fits_err)?;
-        hdu.write_image(&mut f, &planes).map_err(fits_err)?;
-        // Dropping closes (and flushes) the file, but `fitsio` drops the
-        // close's status: check the length on disk instead, whole 2880-byte
-        // blocks holding at least the header block and the padded data.
-        drop(f);
-        let data = (w * h * 3 * 4).div_ceil(2880) * 2880;
-        let io = |e: std::io::Error| {
-            Error::InvalidInput(format!("cannot write FITS file {}: {e}", path.display()))
-        };
-        let file = File::open(temp).map_err(io)?;
-        let len = file.metadata().map_err(io)?.len() as usize;
-        if len % 2880 != 0 || len < data + 2880 {
-            return Err(Error::InvalidInput(format!(
-                "cannot write FITS file {}: {len} bytes on disk, want ≥ {} in 2880-byte blocks",
-                path.display(),
+    }
+    for (key, value, comment) in [
+        (
+            "CACHERAD",
+            CACHE_RADIUS as i64,
+            "PSF cache stamp radius (px)",
+        ),
+        (
+            "PHASES",
+            meta.phases as i64,
+            "sub-pixel phase intervals P per axis",
+        ),
+        ("NEVENTS", meta.events as i64, "star events replayed"),
+        ("NDIRECT", meta.direct as i64, "events by the direct path"),
+        ("NOUTSIDE", meta.outside as i64, "events wholly outside"),
+    ] {
+        hdu.write_key(&mut f, key, (value, comment))
+            .map_err(fits_err)?;
+    }
+    hdu.write_key(
+        &mut f,
+        "SINK",
+        (meta.sink.as_str(), "sink that rendered it"),
+    )
+    .map_err(fits_err)?;
+    let creator = format!("hipkern {}", env!("CARGO_PKG_VERSION"));
+    hdu.write_key(&mut f, "CREATOR", (creator.as_str(), "program"))
+        .map_err(fits_err)?;
+    hdu.write_image(&mut f, &planes).map_err(fits_err)?;
+    // Dropping closes (and flushes) the file, but `fitsio` drops the
+    // close's status: check the length on disk instead, whole 2880-byte
+    // blocks holding at least the header block and the padded data.
+    drop(f);
+    let data = (w * h * 3 * 4).div_ceil(2880) * 2880;
+    let io = |e: std::io::Error| write_failure("FITS file", path, e);
+    let file = File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len() as usize;
+    if len % 2880 != 0 || len < data + 2880 {
+        return Err(write_failure(
+            "FITS file",
+            path,
+            format!(
+                "{len} bytes on disk, want ≥ {} in 2880-byte blocks",
                 data + 2880
-            )));
-        }
-        file.sync_all().map_err(io)
-    })
+            ),
+        ));
+    }
+    file.sync_all().map_err(io)
 }
 
 /// Writes `image` as a float64 `.npy` of shape `(height, width, 3)`,
-/// replacing `path`.
+/// replacing `path` (through a temporary file beside it).
 pub fn write_image_npy(path: &Path, image: &HdrImage) -> Result<()> {
+    replace_via_temp(path, |temp| {
+        let io = |e: &dyn std::fmt::Display| write_failure(".npy file", path, e);
+        let mut writer = BufWriter::new(create_new(temp, ".npy file")?);
+        write_image_npy_to(&mut writer, image).map_err(|e| io(&e))?;
+        let file = writer.into_inner().map_err(|e| io(&e.into_error()))?;
+        file.sync_all().map_err(|e| io(&e))
+    })
+}
+
+/// [`write_image_npy`]'s bytes to `w` (flushed), for a caller that stages
+/// its outputs itself.
+pub fn write_image_npy_to(w: &mut dyn Write, image: &HdrImage) -> std::io::Result<()> {
     use ndarray_npy::WriteNpyExt;
     let view = ndarray::ArrayView3::from_shape((image.height(), image.width(), 3), image.data())
-        .map_err(|e| Error::InvalidInput(format!("image as (H, W, 3): {e}")))?;
-    replace_via_temp(path, |temp| {
-        let io = |e: String| Error::InvalidInput(format!("cannot write {}: {e}", path.display()));
-        let mut writer = BufWriter::new(create_new(temp, ".npy")?);
-        view.write_npy(&mut writer).map_err(|e| io(e.to_string()))?;
-        writer.flush().map_err(|e| io(e.to_string()))?;
-        let file = writer.into_inner().map_err(|e| io(e.to_string()))?;
-        file.sync_all().map_err(|e| io(e.to_string()))
-    })
+        .map_err(std::io::Error::other)?;
+    // Every failure of the writer is one of the writing: the array
+    // (float64, standard layout) is always representable.
+    view.write_npy(&mut *w).map_err(std::io::Error::other)?;
+    w.flush()
 }
 
 /// The sRGB transfer curve (IEC 61966-2-1) of a linear value in `[0, 1]`.
@@ -288,12 +334,19 @@ fn srgb_encode(c: f64) -> f64 {
 /// The white point of [`tone_map`]: the [`TONE_PERCENTILE`]th percentile
 /// (nearest rank) of the luminance over pixels with `Y > 0`, or 0 if none.
 pub fn white_point(image: &HdrImage) -> f64 {
-    let mut ys: Vec<f64> = image
-        .data()
-        .chunks_exact(3)
-        .map(|p| LUMA[0] * p[0] + LUMA[1] * p[1] + LUMA[2] * p[2])
-        .filter(|&y| y > 0.0 && y.is_finite())
-        .collect();
+    white_point_in(image, &mut Vec::new())
+}
+
+/// [`white_point`] collecting the luminances in `ys` (empty; with room
+/// for one per pixel it never reallocates).
+fn white_point_in(image: &HdrImage, ys: &mut Vec<f64>) -> f64 {
+    ys.extend(
+        image
+            .data()
+            .chunks_exact(3)
+            .map(|p| LUMA[0] * p[0] + LUMA[1] * p[1] + LUMA[2] * p[2])
+            .filter(|&y| y > 0.0 && y.is_finite()),
+    );
     if ys.is_empty() {
         return 0.0;
     }
@@ -303,27 +356,34 @@ pub fn white_point(image: &HdrImage) -> f64 {
     *v
 }
 
+/// Maps the pixels of `src` (RGB float64) to `out` (RGB bytes, zeroed,
+/// the same number of pixels) against white point `white`.
+fn tone_map_pixels(src: &[f64], out: &mut [u8], white: f64) {
+    if white <= 0.0 {
+        return;
+    }
+    let a = TONE_SOFTENING;
+    let norm = (1.0 / a).asinh();
+    for (out, px) in out.chunks_exact_mut(3).zip(src.chunks_exact(3)) {
+        let y = LUMA[0] * px[0] + LUMA[1] * px[1] + LUMA[2] * px[2];
+        if !(y > 0.0 && y.is_finite()) {
+            continue;
+        }
+        let scale = (y / (a * white)).asinh() / norm / y;
+        for c in 0..3 {
+            let v = (px[c] * scale).clamp(0.0, 1.0);
+            let v = if v.is_nan() { 0.0 } else { v };
+            out[c] = (255.0 * srgb_encode(v)).round() as u8;
+        }
+    }
+}
+
 /// Maps `image` to 8-bit sRGB (the mapping is in the module docs).
 /// Non-finite values map to black.
 pub fn tone_map(image: &HdrImage) -> Preview {
     let white = white_point(image);
-    let mut rgb = vec![0u8; image.width() * image.height() * 3];
-    if white > 0.0 {
-        let a = TONE_SOFTENING;
-        let norm = (1.0 / a).asinh();
-        for (out, px) in rgb.chunks_exact_mut(3).zip(image.data().chunks_exact(3)) {
-            let y = LUMA[0] * px[0] + LUMA[1] * px[1] + LUMA[2] * px[2];
-            if !(y > 0.0 && y.is_finite()) {
-                continue;
-            }
-            let scale = (y / (a * white)).asinh() / norm / y;
-            for c in 0..3 {
-                let v = (px[c] * scale).clamp(0.0, 1.0);
-                let v = if v.is_nan() { 0.0 } else { v };
-                out[c] = (255.0 * srgb_encode(v)).round() as u8;
-            }
-        }
-    }
+    let mut rgb = vec![0u8; image.data().len()];
+    tone_map_pixels(image.data(), &mut rgb, white);
     Preview {
         width: image.width(),
         height: image.height(),
@@ -333,32 +393,76 @@ pub fn tone_map(image: &HdrImage) -> Preview {
 }
 
 /// Tone-maps `image` ([`tone_map`]) and writes it as an 8-bit RGB PNG,
-/// replacing `path`. Returns the preview's white point.
+/// replacing `path`. Returns the preview's white point. The white point
+/// needs one float64 per pixel, checked against the machine and allocated
+/// fallibly ([`Error::HostMemory`]); the rows are then mapped and
+/// compressed one at a time.
 pub fn write_png(path: &Path, image: &HdrImage) -> Result<f64> {
-    let preview = tone_map(image);
-    let (Ok(w), Ok(h)) = (u32::try_from(preview.width), u32::try_from(preview.height)) else {
-        return Err(Error::InvalidInput(format!(
-            "image {}×{} is too large for a PNG",
-            preview.width, preview.height
-        )));
-    };
+    let mut white = 0.0;
     replace_via_temp(path, |temp| {
-        let io = |e: String| Error::InvalidInput(format!("cannot write {}: {e}", path.display()));
-        let file = create_new(temp, "PNG")?;
-        let mut encoder = png::Encoder::new(BufWriter::new(file), w, h);
-        encoder.set_color(png::ColorType::Rgb);
-        encoder.set_depth(png::BitDepth::Eight);
-        encoder.set_source_srgb(png::SrgbRenderingIntent::Perceptual);
-        let mut writer = encoder.write_header().map_err(|e| io(e.to_string()))?;
-        writer
-            .write_image_data(&preview.rgb)
-            .map_err(|e| io(e.to_string()))?;
-        writer.finish().map_err(|e| io(e.to_string()))?;
-        File::open(temp)
-            .and_then(|f| f.sync_all())
-            .map_err(|e| io(e.to_string()))
+        let io = |e: &dyn std::fmt::Display| write_failure("PNG file", path, e);
+        let mut writer = BufWriter::new(create_new(temp, "PNG file")?);
+        white = write_png_to(&mut writer, image).map_err(|e| match e {
+            PngError::Image(e) => e,
+            PngError::Write(e) => io(&e),
+        })?;
+        let file = writer.into_inner().map_err(|e| io(&e.into_error()))?;
+        file.sync_all().map_err(|e| io(&e))
     })?;
-    Ok(preview.white)
+    Ok(white)
+}
+
+/// Why [`write_png_to`] failed: the image (too large for a PNG, or its
+/// luminances for this machine), or the writer.
+#[derive(Debug)]
+pub enum PngError {
+    /// The image cannot be made a PNG here; nothing was written.
+    Image(Error),
+    /// Writing to the writer failed.
+    Write(std::io::Error),
+}
+
+impl std::fmt::Display for PngError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PngError::Image(e) => e.fmt(f),
+            PngError::Write(e) => e.fmt(f),
+        }
+    }
+}
+
+/// [`write_png`]'s bytes to `w` (flushed), for a caller that stages its
+/// outputs itself. Returns the preview's white point.
+pub fn write_png_to(w: &mut dyn Write, image: &HdrImage) -> std::result::Result<f64, PngError> {
+    let (width, height) = (image.width(), image.height());
+    let (Ok(pw), Ok(ph)) = (u32::try_from(width), u32::try_from(height)) else {
+        return Err(PngError::Image(Error::InvalidInput(format!(
+            "image {width}×{height} is too large for a PNG"
+        ))));
+    };
+    let mut ys = reserve_vec::<f64>(width * height, &|| {
+        format!("the luminances of the {width}×{height} image's PNG preview")
+    })
+    .map_err(PngError::Image)?;
+    let white = white_point_in(image, &mut ys);
+    drop(ys);
+    let io = |e: &dyn std::fmt::Display| PngError::Write(std::io::Error::other(e.to_string()));
+    let mut encoder = png::Encoder::new(&mut *w, pw, ph);
+    encoder.set_color(png::ColorType::Rgb);
+    encoder.set_depth(png::BitDepth::Eight);
+    encoder.set_source_srgb(png::SrgbRenderingIntent::Perceptual);
+    let mut writer = encoder.write_header().map_err(|e| io(&e))?;
+    let mut stream = writer.stream_writer().map_err(|e| io(&e))?;
+    let mut row = vec![0u8; width * 3];
+    for src in image.data().chunks_exact(width * 3) {
+        row.fill(0);
+        tone_map_pixels(src, &mut row, white);
+        stream.write_all(&row).map_err(|e| io(&e))?;
+    }
+    stream.finish().map_err(|e| io(&e))?;
+    writer.finish().map_err(|e| io(&e))?;
+    w.flush().map_err(PngError::Write)?;
+    Ok(white)
 }
 
 #[cfg(test)]
@@ -404,5 +508,71 @@ mod tests {
         // Continuous at the knee.
         let k = 0.003_130_8;
         assert!((12.92 * k - (1.055 * f64::powf(k, 1.0 / 2.4) - 0.055)).abs() < 1e-6);
+    }
+}
+
+#[cfg(test)]
+mod write_tests {
+    use super::*;
+
+    fn meta() -> ImageMeta {
+        ImageMeta {
+            psf: MoffatPsf::default(),
+            phases: 64,
+            events: 1,
+            direct: 0,
+            outside: 0,
+            sink: "cpu".into(),
+        }
+    }
+
+    fn image() -> HdrImage {
+        let mut img = HdrImage::new(37, 5).unwrap();
+        for (k, v) in img.data_mut().iter_mut().enumerate() {
+            *v = (k % 11) as f64 * 0.1;
+        }
+        img
+    }
+
+    #[test]
+    fn bad_paths_are_input_and_file_system_failures_io() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = image();
+        let nowhere = dir.path().join("no").join("x");
+        let long = dir.path().join("x".repeat(300));
+        type Write<'a> = &'a dyn Fn(&Path) -> Result<()>;
+        let writes: [Write; 3] = [
+            &|p| write_fits(p, &img, &meta()),
+            &|p| write_image_npy(p, &img),
+            &|p| write_png(p, &img).map(drop),
+        ];
+        for write in writes {
+            assert!(matches!(write(&nowhere), Err(Error::InvalidInput(_))));
+            assert!(matches!(write(dir.path()), Err(Error::InvalidInput(_))));
+            match write(&long) {
+                Err(Error::Io { action, .. }) => {
+                    assert!(action.contains("cannot rename"), "{action}")
+                }
+                other => panic!("expected Io, got {other:?}"),
+            }
+        }
+        // Nothing is left behind.
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn the_streamed_png_is_the_tone_map() {
+        let dir = tempfile::tempdir().unwrap();
+        let img = image();
+        let path = dir.path().join("p.png");
+        let white = write_png(&path, &img).unwrap();
+        let preview = tone_map(&img);
+        assert_eq!(white, preview.white);
+        let decoder = png::Decoder::new(std::io::BufReader::new(File::open(&path).unwrap()));
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0u8; reader.output_buffer_size().unwrap()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        assert_eq!((info.width, info.height), (37, 5));
+        assert_eq!(&buf[..info.buffer_size()], preview.rgb.as_slice());
     }
 }

@@ -28,7 +28,10 @@
 //! (disjoint `&mut` slices, no synchronisation) and walks every event of
 //! the chunk in order, doing only its rows. Every pixel therefore sees the
 //! same additions in the same order as in the serial sink: the result is
-//! **bitwise** the serial one, for any number of threads.
+//! **bitwise** the serial one, for any number of threads. A count above
+//! [`super::MAX_THREADS`] is refused; one the OS will not start in full
+//! runs on the threads it did start (the rows of a refused thread go to
+//! one that runs), with the same result.
 //!
 //! # The direct path
 //!
@@ -42,9 +45,11 @@ use super::event::StarEvent;
 use super::image::HdrImage;
 use super::model::MoffatPsf;
 use super::support::{anchor_phase, row_span, support_box, support_rows};
+use super::threads::{resolve_threads, run_workers};
 use super::{CACHE_RADIUS, CHUNK_EVENTS};
 use crate::runtime::{Error, Result};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Rows per block in the parallel sink's round-robin split.
 pub const ROW_BLOCK: usize = 8;
@@ -184,30 +189,36 @@ impl CpuSink {
     }
 
     /// The row-parallel sink with `threads` threads (0 = available
-    /// parallelism); bitwise the serial result.
+    /// parallelism; at most [`super::MAX_THREADS`]); bitwise the serial
+    /// result. The image is checked against the machine's memory and
+    /// allocated fallibly ([`HdrImage::new`]).
     pub fn parallel(
         cache: Arc<PsfCache>,
         width: usize,
         height: usize,
         threads: usize,
     ) -> Result<CpuSink> {
+        // The thread count first: a refused count allocates nothing.
+        let threads = resolve_threads(threads, "CPU sink")?;
         let image = HdrImage::new(width, height)?;
-        Ok(CpuSink::with_image(cache, image, threads))
-    }
-
-    /// A sink accumulating into an existing image (`threads` as in
-    /// [`CpuSink::parallel`]).
-    pub fn with_image(cache: Arc<PsfCache>, image: HdrImage, threads: usize) -> CpuSink {
-        let threads = match threads {
-            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-            t => t,
-        };
-        CpuSink {
+        Ok(CpuSink {
             cache,
             image,
             threads,
             stats: SinkStats::default(),
-        }
+        })
+    }
+
+    /// A sink accumulating into an existing image (`threads` as in
+    /// [`CpuSink::parallel`]).
+    pub fn with_image(cache: Arc<PsfCache>, image: HdrImage, threads: usize) -> Result<CpuSink> {
+        let threads = resolve_threads(threads, "CPU sink")?;
+        Ok(CpuSink {
+            cache,
+            image,
+            threads,
+            stats: SinkStats::default(),
+        })
     }
 
     /// The cache.
@@ -320,10 +331,13 @@ impl CpuSink {
         if prepared.is_empty() {
             return;
         }
-        let t = self.threads.max(1);
         let row_len = width * 3;
+        // Threads beyond the row blocks would own no rows.
+        let t = self.threads.clamp(1, height.div_ceil(ROW_BLOCK));
         // Thread k owns the row blocks b with b % t == k; its rows, in
-        // order, are its blocks' rows.
+        // order, are its blocks' rows. Each set is taken whole by one
+        // worker (the lock is never contended), so a pixel sees the same
+        // additions in the same order whoever runs it.
         let mut owned: Vec<Vec<&mut [f64]>> = (0..t).map(|_| Vec::new()).collect();
         for (iy, row) in self.image.data_mut().chunks_mut(row_len).enumerate() {
             owned[(iy / ROW_BLOCK) % t].push(row);
@@ -360,11 +374,12 @@ impl CpuSink {
         if t == 1 {
             work(0, &mut owned[0]);
         } else {
-            std::thread::scope(|scope| {
-                for (k, rows) in owned.iter_mut().enumerate() {
-                    let work = &work;
-                    scope.spawn(move || work(k, rows));
-                }
+            let sets: Vec<Mutex<Vec<&mut [f64]>>> = owned.into_iter().map(Mutex::new).collect();
+            let next = AtomicUsize::new(0);
+            run_workers(t, || loop {
+                let k = next.fetch_add(1, Ordering::Relaxed);
+                let Some(set) = sets.get(k) else { break };
+                work(k, &mut set.lock().unwrap_or_else(PoisonError::into_inner));
             });
         }
     }
@@ -435,4 +450,65 @@ pub fn render_direct(
         }
     }
     Ok(st)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::psf::{CacheConfig, MAX_IMAGE_SIDE, MAX_THREADS};
+
+    fn small_cache() -> Arc<PsfCache> {
+        let c = CacheConfig {
+            phases: 4,
+            threads: 2,
+        };
+        Arc::new(PsfCache::build_with(MoffatPsf::default(), &c).unwrap())
+    }
+
+    #[test]
+    fn thread_counts_are_bounded_and_checked_before_the_image() {
+        let cache = small_cache();
+        // The count is refused before a 26 TB image is even considered.
+        let side = MAX_IMAGE_SIDE;
+        for threads in [1usize << 40, MAX_THREADS + 1] {
+            let e = CpuSink::parallel(cache.clone(), side, side, threads).unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidInput(m) if m.contains("0..=1024")),
+                "{e}"
+            );
+            let img = HdrImage::new(3, 3).unwrap();
+            assert!(CpuSink::with_image(cache.clone(), img, threads).is_err());
+        }
+        assert!(CpuSink::parallel(cache, 8, 8, 0).unwrap().threads() >= 1);
+    }
+
+    #[test]
+    fn more_threads_than_row_blocks_is_still_the_serial_result() {
+        let cache = small_cache();
+        let events: Vec<StarEvent> = (0..40)
+            .map(|k| StarEvent {
+                x: 3.3 * k as f64 - 10.0,
+                y: 0.7 * k as f64,
+                flux: 1.0 + k as f64,
+                r: 1.0,
+                g: 0.5,
+                b: 0.25,
+                support: 6.0,
+            })
+            .collect();
+        let mut serial = CpuSink::new(cache.clone(), 90, 21).unwrap();
+        serial.accumulate(&events).unwrap();
+        for threads in [2, 3, 64] {
+            let mut par = CpuSink::parallel(cache.clone(), 90, 21, threads).unwrap();
+            par.accumulate(&events).unwrap();
+            assert_eq!(par.stats(), serial.stats());
+            assert!(par
+                .image()
+                .data()
+                .iter()
+                .zip(serial.image().data())
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+        assert!(serial.image().peak() > 0.0);
+    }
 }

@@ -165,11 +165,16 @@ impl fmt::Display for Error {
                 needed_bytes,
                 available_bytes,
             } => {
-                write!(
-                    f,
-                    "out of host memory: {what} needs {needed_bytes} bytes ({:.1} GiB)",
-                    *needed_bytes as f64 / GIB
-                )?;
+                if *needed_bytes == u64::MAX {
+                    // bytes_of's overflow: the size is not even a 64-bit number.
+                    write!(f, "out of host memory: {what} needs more than 2^64 bytes")?;
+                } else {
+                    write!(
+                        f,
+                        "out of host memory: {what} needs {needed_bytes} bytes ({:.1} GiB)",
+                        *needed_bytes as f64 / GIB
+                    )?;
+                }
                 match available_bytes {
                     Some(a) => write!(
                         f,
