@@ -4,7 +4,8 @@
 //!
 //! 1. **Plan**, before any input is read or any work starts: every output
 //!    flag is named with [`OutputSet::output`], every input with
-//!    [`OutputSet::input`]. An output must name a regular file or a new one
+//!    [`OutputSet::input`] (inputs must be regular files: a device or FIFO
+//!    could be read without end). An output must name a regular file or a new one
 //!    in an existing folder (a directory, FIFO, device node or socket is
 //!    refused: renaming a file over it would replace it); a symbolic link is
 //!    followed, so the file it points to is replaced and the link kept. No
@@ -45,6 +46,8 @@ use std::sync::{Mutex, MutexGuard};
 /// signal thread before the process dies.
 static LIVE_TEMPS: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 static NEXT_NAME: AtomicU64 = AtomicU64::new(0);
+/// The longest file name Linux file systems take (ext4, xfs, btrfs, tmpfs).
+const NAME_MAX: usize = 255;
 
 fn live_temps() -> MutexGuard<'static, Vec<PathBuf>> {
     // A panic elsewhere must not stop the cleanup.
@@ -135,6 +138,13 @@ fn resolve(flag: &str, path: &Path) -> Result<(PathBuf, Identity, bool), Failure
         Some(n) if !path.as_os_str().to_string_lossy().ends_with('/') => n.to_owned(),
         _ => return Err(Failure::bad_input(format!("{} names no file", shown()))),
     };
+    if name.len() > NAME_MAX {
+        return Err(Failure::bad_input(format!(
+            "{}: the file name is {} bytes long, more than the {NAME_MAX} a folder entry holds",
+            shown(),
+            name.len()
+        )));
+    }
     match fs::metadata(path) {
         Ok(meta) => {
             if !meta.file_type().is_file() {
@@ -249,6 +259,15 @@ impl OutputSet {
     /// compared by its resolved path.
     pub fn input(&mut self, flag: &str, path: &Path) -> Result<(), Failure> {
         let identity = match fs::metadata(path) {
+            Ok(meta) if !meta.file_type().is_file() => {
+                // A device or FIFO could be read forever (or, for a cache,
+                // written to): inputs are regular files.
+                return Err(Failure::bad_input(format!(
+                    "{flag} {} is {}, not a regular file; give the file itself",
+                    path.display(),
+                    kind_of(meta.file_type())
+                )));
+            }
             Ok(meta) => Identity {
                 inode: Some((meta.dev(), meta.ino())),
                 resolved: fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf()),
