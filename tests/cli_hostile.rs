@@ -135,6 +135,10 @@ fn with<'a>(base: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
     base.iter().chain(more).copied().collect()
 }
 
+/// What is run, its arguments, the exit status, the error's prefix and
+/// what the message must contain.
+type SizeCase<'a> = (&'a str, Vec<&'a str>, i32, &'a str, Vec<&'a str>);
+
 fn mkfifo(path: &Path) {
     let ok = Command::new("mkfifo").arg(path).status().unwrap().success();
     assert!(ok, "mkfifo {}", path.display());
@@ -338,7 +342,7 @@ fn sizes_are_checked_against_the_file_and_the_machine() {
         "--out-virial",
         "w.npy",
     ];
-    let cases: Vec<(&str, Vec<&str>, i32, &str, Vec<&str>)> = vec![
+    let cases: Vec<SizeCase> = vec![
         (
             "header beyond the file",
             vec!["psf", "replay", "ev.npy", "--mode", "cpu", "--out", "i.npy"],

@@ -353,7 +353,11 @@ fn execute_entry(entry_args: &EntryArgs) -> Result<String, Failure> {
 
 /// The cache's failures are the machine's (exit status 1), not bad flags.
 pub(super) fn cache_failure(path: &std::path::Path, e: hipkern::Error) -> Failure {
-    Failure::environment(format!("--cache {}: {}", path.display(), super::message(&e)))
+    Failure::environment(format!(
+        "--cache {}: {}",
+        path.display(),
+        super::message(&e)
+    ))
 }
 
 fn execute_build(build: &BuildArgs) -> Result<String, Failure> {
