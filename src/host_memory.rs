@@ -62,9 +62,9 @@ pub fn check_available(needed: u64, what: &dyn Fn() -> String) -> Result<()> {
     check_against(needed, available_bytes(), what)
 }
 
-/// `count` copies of `value`, allocated only after the size was checked
-/// against the machine, and fallibly.
-pub fn filled_vec<T: Clone>(count: usize, value: T, what: &dyn Fn() -> String) -> Result<Vec<T>> {
+/// An empty vector with room for `count` values of `T`, checked against
+/// the machine and reserved fallibly (`what` names it in the error).
+pub fn reserve_vec<T>(count: usize, what: &dyn Fn() -> String) -> Result<Vec<T>> {
     let needed = bytes_of::<T>(count as u128, what)?;
     check_available(needed, what)?;
     let mut v = Vec::new();
@@ -73,6 +73,13 @@ pub fn filled_vec<T: Clone>(count: usize, value: T, what: &dyn Fn() -> String) -
         needed_bytes: needed,
         available_bytes: None,
     })?;
+    Ok(v)
+}
+
+/// `count` copies of `value`, allocated only after the size was checked
+/// against the machine, and fallibly.
+pub fn filled_vec<T: Clone>(count: usize, value: T, what: &dyn Fn() -> String) -> Result<Vec<T>> {
+    let mut v = reserve_vec(count, what)?;
     v.resize(count, value);
     Ok(v)
 }

@@ -155,6 +155,22 @@ const TABLE: [&str; 8] = [
     "laplace",
 ];
 
+/// `nearfield list1` of a small uniform tree on the CPU.
+const LIST1: [&str; 12] = [
+    "nearfield",
+    "list1",
+    "--dim",
+    "2",
+    "--q",
+    "2",
+    "--kernel",
+    "laplace",
+    "--tree",
+    "uniform:1",
+    "--backend",
+    "cpu",
+];
+
 // ---- 1. outputs that are not regular files --------------------------------
 
 #[test]
@@ -637,20 +653,6 @@ fn one_file_named_twice_is_refused_for_every_command() {
     fs::write(d.join("D.npy"), "density").unwrap();
     let force = force_inputs(d);
     let before = snapshot(d);
-    let list1 = [
-        "nearfield",
-        "list1",
-        "--dim",
-        "2",
-        "--q",
-        "2",
-        "--kernel",
-        "laplace",
-        "--tree",
-        "uniform:1",
-        "--backend",
-        "cpu",
-    ];
     let cases: Vec<(&str, Vec<&str>, &str)> = vec![
         (
             "build --cache X --out X",
@@ -664,12 +666,12 @@ fn one_file_named_twice_is_refused_for_every_command() {
         ),
         (
             "list1 --out S --tree-out S",
-            with(&list1, &["--tree-out", "S", "--out", "S"]),
+            with(&LIST1, &["--tree-out", "S", "--out", "S"]),
             "--tree-out and --out",
         ),
         (
             "list1 --density D --out D",
-            with(&list1, &["--density", "D.npy", "--out", "D.npy"]),
+            with(&LIST1, &["--density", "D.npy", "--out", "D.npy"]),
             "--density and --out",
         ),
         (
@@ -696,20 +698,6 @@ fn a_failed_command_leaves_nothing_behind() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
     let before = snapshot(d);
-    let list1 = [
-        "nearfield",
-        "list1",
-        "--dim",
-        "2",
-        "--q",
-        "2",
-        "--kernel",
-        "laplace",
-        "--tree",
-        "uniform:1",
-        "--backend",
-        "cpu",
-    ];
     let cases: Vec<(&str, Vec<&str>)> = vec![
         (
             "build: new cache, --out in a missing folder",
@@ -717,7 +705,7 @@ fn a_failed_command_leaves_nothing_behind() {
         ),
         (
             "list1: --tree-out, then --out in a missing folder",
-            with(&list1, &["--tree-out", "t.npz", "--out", "nodir/u.npy"]),
+            with(&LIST1, &["--tree-out", "t.npz", "--out", "nodir/u.npy"]),
         ),
     ];
     for (what, args) in cases {

@@ -36,7 +36,7 @@
 //! that is a folder: the caller's input) are [`Error::Io`].
 use super::model::MoffatPsf;
 use super::output::{create_new, replace_via_temp};
-use crate::host_memory::{available_bytes, bytes_of, check_available};
+use crate::host_memory::{available_bytes, reserve_vec};
 use crate::runtime::{Error, Result};
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
@@ -160,20 +160,6 @@ pub struct EventFile {
     pub psf: Option<MoffatPsf>,
     /// The events, in file order, validated.
     pub events: Vec<StarEvent>,
-}
-
-/// An empty vector with room for `count` values of `T`, checked against
-/// the machine and reserved fallibly (`what` names it in the error).
-pub(super) fn reserve_vec<T>(count: usize, what: &dyn Fn() -> String) -> Result<Vec<T>> {
-    let needed = bytes_of::<T>(count as u128, what)?;
-    check_available(needed, what)?;
-    let mut v = Vec::new();
-    v.try_reserve_exact(count).map_err(|_| Error::HostMemory {
-        what: what(),
-        needed_bytes: needed,
-        available_bytes: None,
-    })?;
-    Ok(v)
 }
 
 /// Writes the binary event file's bytes (layout in the module docs).

@@ -61,11 +61,11 @@
 //! image (the FITS planes, the PNG's luminances) are checked against the
 //! machine and allocated fallibly
 //! ([`Error::HostMemory`](crate::Error::HostMemory)).
-use super::event::reserve_vec;
 use super::image::{HdrImage, LUMA};
 use super::model::MoffatPsf;
 use super::CACHE_RADIUS;
 use crate::host_memory::filled_vec;
+use crate::host_memory::reserve_vec;
 use crate::runtime::{Error, Result};
 use std::fs::{self, File, OpenOptions};
 use std::io::{BufWriter, Write};
