@@ -40,6 +40,7 @@
 pub mod force;
 pub mod host_memory;
 pub mod nearfield;
+mod npy;
 pub mod psf;
 pub mod rng;
 pub mod runtime;

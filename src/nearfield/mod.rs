@@ -215,6 +215,7 @@
 //! Here [`Cases::case_of_pair`] does the same mapping but checks the pair
 //! first (sizes in a 2:1 ratio, boxes touching, not overlapping, aligned on
 //! the tree's grid) and says what is wrong instead of reading a −1.
+#[cfg(feature = "cache")]
 mod cache;
 mod cases;
 mod entry;
@@ -233,6 +234,7 @@ mod symmetry;
 mod table;
 mod tree;
 
+#[cfg(feature = "cache")]
 pub use cache::{
     CacheKey, CachedTable, SymmetryMode, TableCache, CACHE_SCHEMA_VERSION, CORRUPT_ENTRY_HINT,
     PAYLOAD_FORMAT_VERSION, PAYLOAD_MAGIC,

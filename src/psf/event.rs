@@ -49,7 +49,6 @@ pub const EVENT_VERSION: u32 = 1;
 pub const EVENT_HEADER_BYTES: usize = 48;
 /// Bytes of one record.
 pub const EVENT_RECORD_BYTES: usize = 56;
-const NPY_MAGIC: &[u8] = b"\x93NUMPY";
 
 /// One star event: 7 float64, laid out as the device and the files hold it.
 #[repr(C)]
@@ -236,31 +235,17 @@ pub fn write_events_npy_to(w: &mut dyn Write, events: &[StarEvent]) -> Result<()
         action: "cannot write the event file".to_string(),
         message: e.to_string(),
     };
-    w.write_all(&npy_header(events.len())).map_err(io)?;
+    w.write_all(&crate::npy::header(
+        "<f8",
+        &[events.len(), EVENT_FIELDS.len()],
+    ))
+    .map_err(io)?;
     for e in events {
         for v in e.to_array() {
             w.write_all(&v.to_le_bytes()).map_err(io)?;
         }
     }
     w.flush().map_err(io)
-}
-
-/// The header of a version 1.0 `.npy` file of an `n × 7` little-endian
-/// float64 array in C order, padded (as numpy pads) so that the data
-/// starts at a multiple of 64 bytes.
-fn npy_header(n: usize) -> Vec<u8> {
-    let dict = format!("{{'descr': '<f8', 'fortran_order': False, 'shape': ({n}, 7), }}");
-    // magic (6) + version (2) + header length (2) + dict + '\n'.
-    let unpadded = 10 + dict.len() + 1;
-    let len = dict.len() + (64 - unpadded % 64) % 64 + 1;
-    let mut out = Vec::with_capacity(10 + len);
-    out.extend_from_slice(NPY_MAGIC);
-    out.extend_from_slice(&[1, 0]);
-    out.extend_from_slice(&(len as u16).to_le_bytes());
-    out.extend_from_slice(dict.as_bytes());
-    out.resize(10 + len - 1, b' ');
-    out.push(b'\n');
-    out
 }
 
 /// Writes events as an N×7 little-endian float64 `.npy` array (C order),
@@ -270,7 +255,11 @@ pub fn write_events_npy(path: &Path, events: &[StarEvent]) -> Result<()> {
     replace_via_temp(path, |temp| {
         let io = |e: std::io::Error| write_failure(path, "event file", e);
         let mut out = BufWriter::new(create_new(temp, "event file")?);
-        out.write_all(&npy_header(events.len())).map_err(io)?;
+        out.write_all(&crate::npy::header(
+            "<f8",
+            &[events.len(), EVENT_FIELDS.len()],
+        ))
+        .map_err(io)?;
         for e in events {
             for v in e.to_array() {
                 out.write_all(&v.to_le_bytes()).map_err(io)?;
@@ -360,7 +349,7 @@ pub fn read_events(path: &Path) -> Result<EventFile> {
 /// before the events are allocated (fallibly, see the module docs).
 pub fn parse_events(bytes: &[u8], name: &str) -> Result<EventFile> {
     let bad = |msg: String| Err(Error::InvalidInput(format!("event file {name}: {msg}")));
-    if bytes.starts_with(NPY_MAGIC) {
+    if bytes.starts_with(crate::npy::MAGIC) {
         return parse_npy(bytes, name);
     }
     if bytes.len() < EVENT_HEADER_BYTES {
@@ -757,7 +746,7 @@ mod tests {
             h.push(' ');
         }
         h.push('\n');
-        let mut out = NPY_MAGIC.to_vec();
+        let mut out = crate::npy::MAGIC.to_vec();
         out.extend_from_slice(&[1, 0]);
         out.extend_from_slice(&(h.len() as u16).to_le_bytes());
         out.extend_from_slice(h.as_bytes());
@@ -851,7 +840,7 @@ mod tests {
         let events: Vec<StarEvent> = (0..5).map(event).collect();
         let flat: Vec<f64> = events.iter().flat_map(|e| e.to_array()).collect();
         // What this module writes: numpy's 64-byte alignment.
-        let mut written = npy_header(5);
+        let mut written = crate::npy::header("<f8", &[5, EVENT_FIELDS.len()]);
         assert_eq!(written.len() % 64, 0);
         written.extend(flat.iter().flat_map(|v| v.to_le_bytes()));
         assert_eq!(parse_events(&written, "w").unwrap().events, events);

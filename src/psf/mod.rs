@@ -165,9 +165,13 @@ pub use event::{
 pub use image::{Comparison, FluxSums, HdrImage, LUMA, MAX_IMAGE_SIDE};
 pub use model::MoffatPsf;
 pub use output::{
-    tone_map, white_point, write_fits, write_fits_new, write_image_npy, write_image_npy_to,
-    write_png, write_png_to, ImageMeta, PngError, Preview, TONE_PERCENTILE, TONE_SOFTENING,
+    tone_map, white_point, write_image_npy, write_image_npy_to, ImageMeta, Preview,
+    TONE_PERCENTILE, TONE_SOFTENING,
 };
+#[cfg(feature = "fits")]
+pub use output::{write_fits, write_fits_new};
+#[cfg(feature = "png")]
+pub use output::{write_png, write_png_to, PngError};
 pub use reference::{
     count_contributions, event_contributions, render_direct, CpuSink, DirectStats, SinkStats,
     MAX_DIRECT_SUPPORT, ROW_BLOCK,

@@ -63,8 +63,11 @@
 //! ([`Error::HostMemory`](crate::Error::HostMemory)).
 use super::image::{HdrImage, LUMA};
 use super::model::MoffatPsf;
+#[cfg(feature = "fits")]
 use super::CACHE_RADIUS;
+#[cfg(feature = "fits")]
 use crate::host_memory::filled_vec;
+#[cfg(feature = "png")]
 use crate::host_memory::reserve_vec;
 use crate::runtime::{Error, Result};
 use std::fs::{self, File, OpenOptions};
@@ -187,6 +190,7 @@ fn write_failure(what: &str, path: &Path, e: impl std::fmt::Display) -> Error {
 
 /// Writes `image` as a float32 FITS file (layout and header in the module
 /// docs), replacing `path` (through a temporary file beside it).
+#[cfg(feature = "fits")]
 pub fn write_fits(path: &Path, image: &HdrImage, meta: &ImageMeta) -> Result<()> {
     replace_via_temp(path, |temp| write_fits_new(temp, image, meta))
 }
@@ -194,6 +198,7 @@ pub fn write_fits(path: &Path, image: &HdrImage, meta: &ImageMeta) -> Result<()>
 /// [`write_fits`] to a new file: `path` must not exist, and is written in
 /// place (for a caller that stages its outputs itself). cfitsio creates
 /// it, so it is named by path.
+#[cfg(feature = "fits")]
 pub fn write_fits_new(path: &Path, image: &HdrImage, meta: &ImageMeta) -> Result<()> {
     meta.psf.validate()?;
     let (w, h) = (image.width(), image.height());
@@ -313,12 +318,17 @@ pub fn write_image_npy(path: &Path, image: &HdrImage) -> Result<()> {
 /// [`write_image_npy`]'s bytes to `w` (flushed), for a caller that stages
 /// its outputs itself.
 pub fn write_image_npy_to(w: &mut dyn Write, image: &HdrImage) -> std::io::Result<()> {
-    use ndarray_npy::WriteNpyExt;
-    let view = ndarray::ArrayView3::from_shape((image.height(), image.width(), 3), image.data())
-        .map_err(std::io::Error::other)?;
-    // Every failure of the writer is one of the writing: the array
-    // (float64, standard layout) is always representable.
-    view.write_npy(&mut *w).map_err(std::io::Error::other)?;
+    w.write_all(&crate::npy::header(
+        "<f8",
+        &[image.height(), image.width(), 3],
+    ))?;
+    // In pieces, so that no copy of the image is made.
+    let mut bytes = Vec::with_capacity(8 * 4096);
+    for chunk in image.data().chunks(4096) {
+        bytes.clear();
+        bytes.extend(chunk.iter().flat_map(|v| v.to_le_bytes()));
+        w.write_all(&bytes)?;
+    }
     w.flush()
 }
 
@@ -397,6 +407,7 @@ pub fn tone_map(image: &HdrImage) -> Preview {
 /// needs one float64 per pixel, checked against the machine and allocated
 /// fallibly ([`Error::HostMemory`]); the rows are then mapped and
 /// compressed one at a time.
+#[cfg(feature = "png")]
 pub fn write_png(path: &Path, image: &HdrImage) -> Result<f64> {
     let mut white = 0.0;
     replace_via_temp(path, |temp| {
@@ -414,6 +425,7 @@ pub fn write_png(path: &Path, image: &HdrImage) -> Result<f64> {
 
 /// Why [`write_png_to`] failed: the image (too large for a PNG, or its
 /// luminances for this machine), or the writer.
+#[cfg(feature = "png")]
 #[derive(Debug)]
 pub enum PngError {
     /// The image cannot be made a PNG here; nothing was written.
@@ -422,6 +434,7 @@ pub enum PngError {
     Write(std::io::Error),
 }
 
+#[cfg(feature = "png")]
 impl std::fmt::Display for PngError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -433,6 +446,7 @@ impl std::fmt::Display for PngError {
 
 /// [`write_png`]'s bytes to `w` (flushed), for a caller that stages its
 /// outputs itself. Returns the preview's white point.
+#[cfg(feature = "png")]
 pub fn write_png_to(w: &mut dyn Write, image: &HdrImage) -> std::result::Result<f64, PngError> {
     let (width, height) = (image.width(), image.height());
     let (Ok(pw), Ok(ph)) = (u32::try_from(width), u32::try_from(height)) else {
@@ -515,6 +529,7 @@ mod tests {
 mod write_tests {
     use super::*;
 
+    #[cfg(feature = "fits")]
     fn meta() -> ImageMeta {
         ImageMeta {
             psf: MoffatPsf::default(),
@@ -540,12 +555,13 @@ mod write_tests {
         let img = image();
         let nowhere = dir.path().join("no").join("x");
         let long = dir.path().join("x".repeat(300));
-        type Write<'a> = &'a dyn Fn(&Path) -> Result<()>;
-        let writes: [Write; 3] = [
-            &|p| write_fits(p, &img, &meta()),
-            &|p| write_image_npy(p, &img),
-            &|p| write_png(p, &img).map(drop),
-        ];
+        type Write<'a> = Box<dyn Fn(&Path) -> Result<()> + 'a>;
+        #[allow(unused_mut)] // without the fits and png features
+        let mut writes: Vec<Write> = vec![Box::new(|p| write_image_npy(p, &img))];
+        #[cfg(feature = "fits")]
+        writes.push(Box::new(|p| write_fits(p, &img, &meta())));
+        #[cfg(feature = "png")]
+        writes.push(Box::new(|p| write_png(p, &img).map(drop)));
         for write in writes {
             assert!(matches!(write(&nowhere), Err(Error::InvalidInput(_))));
             assert!(matches!(write(dir.path()), Err(Error::InvalidInput(_))));
@@ -560,6 +576,21 @@ mod write_tests {
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 0);
     }
 
+    #[test]
+    fn the_npy_is_its_header_then_the_values_little_endian() {
+        let img = image();
+        let mut bytes = Vec::new();
+        write_image_npy_to(&mut bytes, &img).unwrap();
+        let header = crate::npy::header("<f8", &[5, 37, 3]);
+        assert_eq!(&bytes[..header.len()], header.as_slice());
+        let values: Vec<f64> = bytes[header.len()..]
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(values.as_slice(), img.data());
+    }
+
+    #[cfg(feature = "png")]
     #[test]
     fn the_streamed_png_is_the_tone_map() {
         let dir = tempfile::tempdir().unwrap();
