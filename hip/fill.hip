@@ -37,6 +37,7 @@ template <typename T>
 int32_t launch_fill(T *dst, size_t n, T value, void *stream) {
   if (n == 0) return HIPKERN_SUCCESS;
   if (!dst) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   (void)hipGetLastError();  // a stale error must not be reported as ours
   fill_kernel<T><<<fill_blocks(n), kFillBlock, 0, static_cast<hipStream_t>(stream)>>>(dst, n, value);
   return static_cast<int32_t>(hipGetLastError());
@@ -57,6 +58,7 @@ int32_t hipkern_fill_u64(uint64_t *dst, size_t n, uint64_t value, void *stream) 
 int32_t hipkern_iota_u32(uint32_t *dst, size_t n, uint32_t start, uint32_t step, void *stream) {
   if (n == 0) return HIPKERN_SUCCESS;
   if (!dst) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   (void)hipGetLastError();
   iota_kernel<<<fill_blocks(n), kFillBlock, 0, static_cast<hipStream_t>(stream)>>>(dst, n, start,
                                                                                  step);

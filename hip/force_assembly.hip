@@ -860,6 +860,7 @@ int32_t hipkern_force_assemble(hipkern_dtype dtype, const void *g, const void *e
   if (out_dtype == HIPKERN_DTYPE_F32 && !accum_scratch) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (n_edges > 0 && (!g || !edge_vec || !dst_order || !src_order))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   hipStream_t s = static_cast<hipStream_t>(stream);
   switch (dtype) {
     case HIPKERN_DTYPE_F32:
@@ -902,6 +903,7 @@ int32_t hipkern_force_plan_build(hipkern_index_type index_type, const void *src,
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (n_edges > 0 && (!src || !dst || !dst_order || !src_order))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   (void)hipGetLastError();
   hipStream_t s = static_cast<hipStream_t>(stream);
   char *sc = static_cast<char *>(scratch);
@@ -935,6 +937,7 @@ int32_t hipkern_force_frame_virial(const double *virial, int64_t n_rows,
   if (n_frames == 0) return HIPKERN_SUCCESS;
   if (!frame_row_ptr || !frame_virial || (n_rows > 0 && !virial))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   (void)hipGetLastError();
   const unsigned blocks = static_cast<unsigned>(n_frames < 65535 ? n_frames : 65535);
   frame_virial_sum<<<blocks, kFrameBlock, 0, static_cast<hipStream_t>(stream)>>>(
@@ -952,6 +955,7 @@ int32_t hipkern_force_assemble_atomic(hipkern_dtype dtype, const void *g, const 
   if (!force || !virial) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (n_edges > 0 && (!g || !edge_vec || !src || !dst || !outer_scratch))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   hipStream_t s = static_cast<hipStream_t>(stream);
   const size_t e = static_cast<size_t>(n_edges);
   switch (dtype) {

@@ -2852,6 +2852,7 @@ int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_l
   if (p.n_targets == 0) return HIPKERN_SUCCESS;
   const int32_t rb = check_buffers(t, p, source_values, out);
   if (rb != HIPKERN_SUCCESS) return rb;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   hipStream_t s = static_cast<hipStream_t>(stream);
   const int n = static_cast<int>(nq);
   const int b = target_batch_size;
@@ -2874,6 +2875,9 @@ int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *table,
                                        const hipkern_list1_groups *groups,
                                        const double *source_values, double *out, void *stream) {
   if (!table || !pairs || !groups) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  // Before the checks that ask the device for its shared-memory limit
+  // and tensor cores: the stream's device is the one asked.
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   const hipkern_list1_table &t = *table;
   const hipkern_list1_pairs &p = *pairs;
   const hipkern_list1_groups &g = *groups;
@@ -2918,6 +2922,9 @@ int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
                                      const hipkern_list1_tiles *tiles,
                                      const double *source_values, double *out, void *stream) {
   if (!table || !pairs || !tiles) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  // Before the checks that ask the device for its shared-memory limit
+  // and tensor cores: the stream's device is the one asked.
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   const hipkern_list1_table &t = *table;
   const hipkern_list1_pairs &p = *pairs;
   const hipkern_list1_tiles &g = *tiles;
@@ -2983,6 +2990,7 @@ int32_t hipkern_list1_expand_keys(const hipkern_list1_table *table, const uint32
   if (n_keys > INT64_MAX / (nq * nq)) return HIPKERN_ERROR_OVERFLOW;
   if (n_keys == 0) return HIPKERN_SUCCESS;
   if (!keys || !key_matrices || !t.values) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   hipStream_t s = static_cast<hipStream_t>(stream);
   const int n = static_cast<int>(nq);
   if (t.dim == 2) {

@@ -722,6 +722,7 @@ int32_t hipkern_psf_splat_atomic(const double *events, int64_t n_events, const d
   if (n_events > INT64_MAX / (kFields * 8)) return HIPKERN_ERROR_OVERFLOW;
   if (n_events == 0) return HIPKERN_SUCCESS;
   if (!events || !stamps || !image) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   hipStream_t s = static_cast<hipStream_t>(stream);
   unsigned long long *rep = reinterpret_cast<unsigned long long *>(report);
   (void)hipGetLastError();  // a stale error must not be reported as ours
@@ -748,6 +749,7 @@ int32_t hipkern_psf_tile_bin(const double *events, int64_t n_events, int32_t pha
   if (!sc.totals || !sc.counters || !sc.centre_marks || !sc.prepared ||
       sc.prepared_events < n_events || (device_lists && (!sc.tile_ends || !sc.tasks)))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   hipStream_t s = static_cast<hipStream_t>(stream);
   (void)hipGetLastError();
   hipError_t e = hipMemsetAsync(sc.totals, 0, sizeof(hipkern_psf_bin_totals), s);
@@ -789,6 +791,7 @@ int32_t hipkern_psf_tile_accumulate(const double *stamps, int32_t phases, double
       (merge && !sc.partials))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (n_tasks == 0) return HIPKERN_SUCCESS;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   hipStream_t s = static_cast<hipStream_t>(stream);
   const unsigned long long *rep = reinterpret_cast<const unsigned long long *>(report);
   (void)hipGetLastError();
@@ -818,6 +821,7 @@ int32_t hipkern_psf_count(const double *events, int64_t n_events, int32_t width,
   if (n_events > INT64_MAX / (kFields * 8)) return HIPKERN_ERROR_OVERFLOW;
   if (n_events == 0) return HIPKERN_SUCCESS;
   if (!events) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   hipStream_t s = static_cast<hipStream_t>(stream);
   (void)hipGetLastError();
   psf_count<<<grid_for(n_events, kCheckBlock), kCheckBlock, 0, s>>>(

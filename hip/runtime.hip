@@ -189,6 +189,7 @@ int32_t hipkern_memcpy_async(void *dst, const void *src, size_t bytes, hipkern_m
   if (!hipkern_copy_kind(kind, &k)) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (bytes == 0) return HIPKERN_SUCCESS;
   if (!dst || !src) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   HK_RT(hipMemcpyAsync(dst, src, bytes, k, static_cast<hipStream_t>(stream)));
 }
 
@@ -201,6 +202,7 @@ int32_t hipkern_memset(void *dst, int32_t value, size_t bytes) {
 int32_t hipkern_memset_async(void *dst, int32_t value, size_t bytes, void *stream) {
   if (bytes == 0) return HIPKERN_SUCCESS;
   if (!dst) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   HK_RT(hipMemsetAsync(dst, value, bytes, static_cast<hipStream_t>(stream)));
 }
 

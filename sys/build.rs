@@ -1,15 +1,18 @@
 //! Build script of hipkern-sys: picks one platform (amd, nvidia, cpu),
 //! compiles every `hip/*.hip` into OUT_DIR with that platform's compiler,
-//! archives them as `libhipkern_kernels.a` and links the runtime.
+//! archives them as `libhipkern_kernels.a` and links the runtime. An
+//! object whose fingerprint is unchanged is reused; the others compile in
+//! parallel under cargo's jobserver.
 //! The decision logic lives in build_support.rs (unit-tested).
 
 #[path = "build_support.rs"]
 #[allow(dead_code)]
 mod build_support;
 
-use build_support::{CompilerKind, Platform, Toolchain};
+use build_support::{CompilerKind, CompilerStamp, Platform, Toolchain};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::mpsc;
 
 fn env_var(name: &str) -> Option<String> {
     std::env::var(name).ok()
@@ -56,6 +59,12 @@ fn run_tool(tool: &Path) -> Result<String, String> {
 }
 
 fn main() {
+    // SAFETY: from_env takes ownership of the jobserver file descriptors
+    // that cargo names in CARGO_MAKEFLAGS. That is sound only while no
+    // other part of this process has opened, closed or reused those
+    // descriptor numbers: this is the first statement of main, before
+    // anything here opens a file, and nothing else calls it.
+    let jobserver = unsafe { jobserver::Client::from_env() };
     for v in build_support::ENV_VARS {
         println!("cargo:rerun-if-env-changed={v}");
     }
@@ -79,18 +88,25 @@ fn main() {
 
     let env = |n: &str| env_var(n);
     let exists = |p: &Path| p.is_file();
-    let t = build_support::resolve(&env, &exists, &run_tool).unwrap_or_else(|e| fail(&e));
+    // Cargo sets CARGO_FEATURE_<NAME> for each enabled feature (and reruns
+    // the script when the set changes).
+    let require_device = env_var("CARGO_FEATURE_REQUIRE_DEVICE").is_some();
+    let t = build_support::resolve(&env, &exists, &run_tool, require_device)
+        .unwrap_or_else(|e| fail(&e));
+    let check_only = build_support::check_only(&env).unwrap_or_else(|e| fail(&e));
+
+    let report = build_support::build_report(&t, check_only);
+    println!("{}", report.line);
+    if let Some(w) = &report.warning {
+        println!("cargo:warning={w}");
+    }
+    let mut record = format!("{}\n", report.line);
+    if let Some(w) = &report.warning {
+        record += &format!("warning: {w}\n");
+    }
+    write_record(&out, &record);
 
     let archs = t.archs.join(",");
-    let compiler_desc = match &t.compiler {
-        Some((c, k)) => format!("{} ({k:?})", c.display()),
-        None => "none".into(),
-    };
-    println!(
-        "cargo:warning=hipkern: platform {}, compiler {compiler_desc}, archs [{archs}] ({})",
-        t.platform.name(),
-        t.reason
-    );
     // Metadata for dependents (DEP_HIPKERN_*): the root build.rs turns it into cfgs.
     println!("cargo:platform={}", t.platform.name());
     println!("cargo:rustc-env=HIPKERN_SYS_PLATFORM={}", t.platform.name());
@@ -98,15 +114,23 @@ fn main() {
     println!("cargo:include={}", include.display());
     println!("cargo:lib_dir={}", out.display());
 
-    let check_only = build_support::check_only(&env).unwrap_or_else(|e| fail(&e));
     match t.platform {
         Platform::Cpu => build_cpu(&hip_dir, &include),
-        _ if check_only => println!(
-            "cargo:warning=hipkern: HIPKERN_CHECK_ONLY=1: no device code compiled or linked \
-             (cargo check, clippy, an editor); anything linked from this build fails to link"
-        ),
-        _ => build_device(&t, &hip_dir, &include, &out),
+        // Deliberate (cargo check, clippy, an editor): said in the report
+        // line, no warning.
+        _ if check_only => {}
+        _ => {
+            let compiled = build_device(&t, &hip_dir, &include, &out, jobserver);
+            write_record(&out, &format!("{record}{compiled}"));
+        }
     }
+}
+
+/// OUT_DIR/hipkern-build.txt: what this build chose and did, for a look
+/// after the fact (cargo shows a build script's output only with -vv).
+fn write_record(out: &Path, text: &str) {
+    std::fs::write(out.join("hipkern-build.txt"), text)
+        .unwrap_or_else(|e| fail(&format!("writing hipkern-build.txt: {e}")));
 }
 
 /// cpu: the C ABI as host-only stubs returning HIPKERN_ERROR_NO_TOOLCHAIN.
@@ -121,7 +145,13 @@ fn build_cpu(hip_dir: &Path, include: &Path) {
         .compile("hipkern_kernels");
 }
 
-fn build_device(t: &Toolchain, hip_dir: &Path, include: &Path, out: &Path) {
+fn build_device(
+    t: &Toolchain,
+    hip_dir: &Path,
+    include: &Path,
+    out: &Path,
+    jobserver: Option<jobserver::Client>,
+) -> String {
     let (compiler, kind) = t.compiler.clone().expect("device platform has a compiler");
     println!("cargo:rerun-if-changed={}", compiler.display());
 
@@ -131,8 +161,11 @@ fn build_device(t: &Toolchain, hip_dir: &Path, include: &Path, out: &Path) {
         t.platform.name(),
         t.archs.join(",")
     );
-    std::fs::write(out.join("hipkern_build_config.h"), cfg)
-        .unwrap_or_else(|e| fail(&format!("writing config header: {e}")));
+    let cfg_path = out.join("hipkern_build_config.h");
+    if std::fs::read_to_string(&cfg_path).ok().as_deref() != Some(cfg.as_str()) {
+        std::fs::write(&cfg_path, &cfg)
+            .unwrap_or_else(|e| fail(&format!("writing config header: {e}")));
+    }
 
     let list_path = hip_dir.join("sources.txt");
     println!("cargo:rerun-if-changed={}", list_path.display());
@@ -157,35 +190,82 @@ fn build_device(t: &Toolchain, hip_dir: &Path, include: &Path, out: &Path) {
             out.join(format!("{stem}.o"))
         })
         .collect();
-    // The sources compile in parallel, the largest first: one of them
-    // (nearfield_list1.hip) takes most of the time for every architecture,
-    // so the others finish beside it. NUM_JOBS is cargo's -j.
-    let jobs = env_var("NUM_JOBS")
-        .and_then(|n| n.parse::<usize>().ok())
-        .unwrap_or(1)
-        .clamp(1, sources.len());
-    let mut order: Vec<usize> = (0..sources.len()).collect();
-    order
-        .sort_by_key(|&i| std::cmp::Reverse(std::fs::metadata(&sources[i]).map_or(0, |m| m.len())));
-    let next = std::sync::Mutex::new(order.into_iter());
-    let errors = std::sync::Mutex::new(Vec::new());
-    std::thread::scope(|scope| {
-        for _ in 0..jobs {
-            scope.spawn(|| loop {
-                let Some(i) = next.lock().unwrap().next() else {
-                    break;
-                };
-                let args = build_support::compile_args(t, &sources[i], &objects[i], &includes);
-                let what = format!("compiling {}", sources[i].display());
-                if let Err(e) = run_checked(Command::new(&compiler).args(&args), &what) {
-                    errors.lock().unwrap().push(e);
-                }
-            });
-        }
-    });
-    if let Some(e) = errors.into_inner().unwrap().into_iter().next() {
+
+    // The build script reruns whenever any variable of ENV_VARS (PATH
+    // among them) changes, but an object is recompiled only when its
+    // fingerprint (build_support::kernel_fingerprint) changes: the kernels
+    // take minutes.
+    let stamp = compiler_stamp(&compiler);
+    let read = |p: &Path| {
+        std::fs::read(p).unwrap_or_else(|e| fail(&format!("reading {}: {e}", p.display())))
+    };
+    let mut common: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    for h in files_under(include) {
+        let bytes = read(&h);
+        common.push((h, bytes));
+    }
+    common.push((cfg_path.clone(), cfg.into_bytes()));
+    let fingerprint_path = |obj: &Path| {
+        let mut p = obj.as_os_str().to_owned();
+        p.push(".fingerprint");
+        PathBuf::from(p)
+    };
+    let mut args = Vec::new();
+    let mut fingerprints = Vec::new();
+    let mut current = Vec::new();
+    let mut sizes = Vec::new();
+    for (src, obj) in sources.iter().zip(&objects) {
+        let a = build_support::compile_args(t, src, obj, &includes);
+        let src_bytes = read(src);
+        let mut inputs: Vec<(&Path, &[u8])> = vec![(src.as_path(), src_bytes.as_slice())];
+        inputs.extend(common.iter().map(|(p, b)| (p.as_path(), b.as_slice())));
+        let fp = build_support::kernel_fingerprint(&stamp, &a, &inputs);
+        let stored = std::fs::read_to_string(fingerprint_path(obj)).ok();
+        current.push(build_support::object_is_current(
+            stored.as_deref(),
+            &fp,
+            obj.is_file(),
+        ));
+        sizes.push(src_bytes.len() as u64);
+        args.push(a);
+        fingerprints.push(fp);
+    }
+    let order = build_support::compile_order(&sizes, &current);
+    let name = |i: usize| {
+        objects[i]
+            .file_name()
+            .unwrap()
+            .to_string_lossy()
+            .into_owned()
+    };
+    let reused: Vec<String> = (0..objects.len())
+        .filter(|&i| current[i])
+        .map(name)
+        .collect();
+    let compiled: Vec<String> = order.iter().map(|&i| name(i)).collect();
+    if !reused.is_empty() {
+        println!(
+            "hipkern-sys: reusing {} (fingerprints match)",
+            reused.join(", ")
+        );
+    }
+
+    let compile = |i: usize| -> Result<(), String> {
+        println!("hipkern-sys: compiling {}", sources[i].display());
+        // No fingerprint while the object is being written: an interrupted
+        // or failed compile must not leave an object that looks current.
+        let fp_path = fingerprint_path(&objects[i]);
+        let _ = std::fs::remove_file(&fp_path);
+        let what = format!("compiling {}", sources[i].display());
+        run_checked(Command::new(&compiler).args(&args[i]), &what)?;
+        std::fs::write(&fp_path, &fingerprints[i])
+            .map_err(|e| format!("writing {}: {e}", fp_path.display()))
+    };
+    let local = build_support::local_jobs(env_var("NUM_JOBS").as_deref(), order.len());
+    if let Err(e) = compile_parallel(&order, jobserver, local, &compile) {
         fail(&e);
     }
+
     let lib = out.join("libhipkern_kernels.a");
     let _ = std::fs::remove_file(&lib);
     let ar = env_var("AR").unwrap_or_else(|| "ar".into());
@@ -195,6 +275,19 @@ fn build_device(t: &Toolchain, hip_dir: &Path, include: &Path, out: &Path) {
     );
     println!("cargo:rustc-link-search=native={}", out.display());
     println!("cargo:rustc-link-lib=static=hipkern_kernels");
+    let summary = format!(
+        "compiled: {}\nreused (fingerprint matched): {}\n",
+        if compiled.is_empty() {
+            "none".into()
+        } else {
+            compiled.join(", ")
+        },
+        if reused.is_empty() {
+            "none".into()
+        } else {
+            reused.join(", ")
+        },
+    );
 
     match kind {
         CompilerKind::Nvcc | CompilerKind::HipccNvidia => {
@@ -238,6 +331,157 @@ fn build_device(t: &Toolchain, hip_dir: &Path, include: &Path, out: &Path) {
             println!("cargo:rustc-link-lib=dylib=stdc++");
         }
     }
+    summary
+}
+
+/// The compiler's canonical path, size and modification time (see
+/// CompilerStamp for what this does not see).
+fn compiler_stamp(compiler: &Path) -> CompilerStamp {
+    let path = std::fs::canonicalize(compiler).unwrap_or_else(|_| compiler.to_path_buf());
+    let meta = std::fs::metadata(&path)
+        .unwrap_or_else(|e| fail(&format!("reading {}: {e}", path.display())));
+    let mtime_ns = meta
+        .modified()
+        .ok()
+        .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_nanos());
+    CompilerStamp {
+        path,
+        len: meta.len(),
+        mtime_ns,
+    }
+}
+
+/// Every file under a directory, sorted (the headers of hip/include).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        let entries = std::fs::read_dir(&d)
+            .unwrap_or_else(|e| fail(&format!("reading {}: {e}", d.display())));
+        for e in entries {
+            let p = e
+                .unwrap_or_else(|e| fail(&format!("reading {}: {e}", d.display())))
+                .path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                out.push(p);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// What lets one compile run: the build script's own token (cargo counts
+/// a running build script as one job), one of NUM_JOBS local slots when
+/// there is no jobserver, or a token taken from cargo's jobserver, given
+/// back when dropped.
+enum Slot {
+    Own,
+    Local,
+    /// Held, never read: dropping it gives the token back.
+    Token {
+        _held: jobserver::Acquired,
+    },
+}
+
+enum Event {
+    Token(std::io::Result<jobserver::Acquired>),
+    Done(Slot, Result<(), String>),
+}
+
+/// Runs `compile` for each index of `order`, started in that order. The
+/// first compile runs on the build script's own token; each one beside it
+/// needs a jobserver token when cargo gave a jobserver (so `cargo build
+/// -jN` means N jobs in all, this build's compiles and other crates'
+/// rustc together), else one of `local` slots. The jobserver's tokens are
+/// asked for through its helper thread, because a blocking acquire could
+/// wait forever at -j1 after the last compile was started. After the first
+/// failure nothing new is started; that failure is returned once the
+/// running compiles end.
+fn compile_parallel(
+    order: &[usize],
+    jobserver: Option<jobserver::Client>,
+    local: usize,
+    compile: &(dyn Fn(usize) -> Result<(), String> + Sync),
+) -> Result<(), String> {
+    if order.is_empty() {
+        return Ok(());
+    }
+    let (tx, rx) = mpsc::channel::<Event>();
+    let mut free: Vec<Slot> = vec![Slot::Own];
+    let helper = match jobserver {
+        Some(client) => {
+            let tx = tx.clone();
+            match client.into_helper_thread(move |token| {
+                // A send fails only once the compiles are over: the token
+                // is then dropped, which gives it back.
+                let _ = tx.send(Event::Token(token));
+            }) {
+                Ok(h) => {
+                    for _ in 1..order.len() {
+                        h.request_token();
+                    }
+                    Some(h)
+                }
+                Err(e) => {
+                    println!(
+                        "hipkern-sys: jobserver helper thread failed ({e}); one compile at a time"
+                    );
+                    None
+                }
+            }
+        }
+        None => {
+            free.extend((1..local).map(|_| Slot::Local));
+            None
+        }
+    };
+    let mut pending = order.iter().copied();
+    let mut remaining = order.len();
+    let mut running = 0usize;
+    let mut first_error: Option<String> = None;
+    std::thread::scope(|scope| loop {
+        while first_error.is_none() && remaining > 0 {
+            let Some(slot) = free.pop() else { break };
+            let i = pending.next().expect("remaining counts pending");
+            remaining -= 1;
+            running += 1;
+            let tx = tx.clone();
+            scope.spawn(move || {
+                let r = compile(i);
+                let _ = tx.send(Event::Done(slot, r));
+            });
+        }
+        if running == 0 && (remaining == 0 || first_error.is_some()) {
+            break;
+        }
+        match rx.recv().expect("this function holds a sender") {
+            Event::Token(Ok(t)) if remaining > 0 && first_error.is_none() => {
+                free.push(Slot::Token { _held: t })
+            }
+            // Not needed any more: dropping it gives it back.
+            Event::Token(Ok(_)) => {}
+            // No token this time: the compiles go on with the slots there are.
+            Event::Token(Err(e)) => println!("hipkern-sys: jobserver token: {e}"),
+            Event::Done(slot, r) => {
+                running -= 1;
+                if let Err(e) = r {
+                    first_error.get_or_insert(e);
+                }
+                // A jobserver token goes back after each compile (other
+                // crates may be waiting for it); the others are reused.
+                if !matches!(slot, Slot::Token { .. }) {
+                    free.push(slot);
+                }
+            }
+        }
+    });
+    drop(free);
+    drop(helper);
+    first_error.map_or(Ok(()), Err)
 }
 
 #[cfg(feature = "bindgen")]

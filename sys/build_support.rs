@@ -23,6 +23,8 @@ pub const ENV_VARS: &[&str] = &[
     "PATH",
     "AR",
     "HIPKERN_CHECK_ONLY",
+    "HIPKERN_HIP_FLAGS",
+    "DOCS_RS",
 ];
 
 /// The AMD default when no variable names architectures: RDNA4, the
@@ -72,8 +74,13 @@ pub struct Toolchain {
     pub archs: Vec<String>,
     /// `--rocm-device-lib-path` (AMD only).
     pub device_lib_path: Option<PathBuf>,
-    /// Why this platform was chosen, for the build's one warning line.
+    /// Why this platform was chosen, for the build's report line.
     pub reason: String,
+    /// True when this is the cpu platform only because no compiler was
+    /// found (the one case the build warns about).
+    pub fallback: bool,
+    /// HIPKERN_HIP_FLAGS, appended to every kernel compile.
+    pub extra_flags: Vec<String>,
 }
 
 /// Reads a variable; empty values count as unset.
@@ -368,6 +375,8 @@ fn amd_toolchain(
         archs,
         device_lib_path,
         reason: format!("{how}; {arch_reason}"),
+        fallback: false,
+        extra_flags: Vec::new(),
     })
 }
 
@@ -385,16 +394,20 @@ fn nvidia_toolchain(
         archs,
         device_lib_path: None,
         reason: how,
+        fallback: false,
+        extra_flags: Vec::new(),
     })
 }
 
-fn cpu(reason: String) -> Toolchain {
+fn cpu(reason: String, fallback: bool) -> Toolchain {
     Toolchain {
         platform: Platform::Cpu,
         compiler: None,
         archs: vec![],
         device_lib_path: None,
         reason,
+        fallback,
+        extra_flags: Vec::new(),
     }
 }
 
@@ -415,8 +428,27 @@ fn try_nvidia(env: EnvFn, exists: ExistsFn) -> Result<Option<Toolchain>, String>
 
 /// Picks exactly one platform (SPEC §2). HIPKERN_PLATFORM overrides
 /// detection; HIP_PLATFORM (amd|nvidia) restricts it as ROCm's tools do;
-/// otherwise amd is tried, then nvidia, then cpu.
-pub fn resolve(env: EnvFn, exists: ExistsFn, run: RunFn) -> Result<Toolchain, String> {
+/// otherwise amd is tried, then nvidia, then cpu. `require_device` (the
+/// feature `require-device`) turns that last fallback, and an explicit
+/// HIPKERN_PLATFORM=cpu, into errors: a build that must have device code
+/// fails where it is built rather than at its first device call.
+pub fn resolve(
+    env: EnvFn,
+    exists: ExistsFn,
+    run: RunFn,
+    require_device: bool,
+) -> Result<Toolchain, String> {
+    let mut t = resolve_platform(env, exists, run, require_device)?;
+    t.extra_flags = parse_hip_flags(env("HIPKERN_HIP_FLAGS").as_deref());
+    Ok(t)
+}
+
+fn resolve_platform(
+    env: EnvFn,
+    exists: ExistsFn,
+    run: RunFn,
+    require_device: bool,
+) -> Result<Toolchain, String> {
     let forced = match var(env, "HIPKERN_PLATFORM").as_deref() {
         None => None,
         Some("amd") => Some(Platform::Amd),
@@ -440,8 +472,19 @@ pub fn resolve(env: EnvFn, exists: ExistsFn, run: RunFn) -> Result<Toolchain, St
     } else {
         "HIP_PLATFORM"
     };
+    // docs.rs builds documentation on machines without a GPU compiler: the
+    // cpu platform, whose declarations are the same, and no warning.
+    if forced.is_none() && var(env, "DOCS_RS").is_some() && !require_device {
+        return Ok(cpu("DOCS_RS (a documentation build)".into(), false));
+    }
     match wanted {
-        Some(Platform::Cpu) => Ok(cpu("HIPKERN_PLATFORM=cpu".into())),
+        Some(Platform::Cpu) if require_device => Err(
+            "HIPKERN_PLATFORM=cpu contradicts the feature require-device: cpu is the platform \
+             without device code, and require-device asks for device code; unset \
+             HIPKERN_PLATFORM (or set it to amd or nvidia), or build without require-device"
+                .into(),
+        ),
+        Some(Platform::Cpu) => Ok(cpu("HIPKERN_PLATFORM=cpu".into(), false)),
         Some(Platform::Amd) => match find_hipcc(env, exists)? {
             Some((c, how)) => amd_toolchain(env, exists, run, c, how),
             None => Err(format!(
@@ -463,9 +506,40 @@ pub fn resolve(env: EnvFn, exists: ExistsFn, run: RunFn) -> Result<Toolchain, St
             if let Some(t) = try_nvidia(env, exists)? {
                 return Ok(t);
             }
-            Ok(cpu("no HIP or CUDA compiler found".into()))
+            if require_device {
+                return Err(no_compiler_error(env));
+            }
+            Ok(cpu("no HIP or CUDA compiler found".into(), true))
         }
     }
+}
+
+/// `$ROOT/bin/TOOL` as a place looked at, with what was there.
+fn root_place(env: EnvFn, root: &str, tool: &str) -> String {
+    match var(env, root) {
+        None => format!("${root}/bin/{tool} ({root} unset)"),
+        Some(r) => format!(
+            "${root}/bin/{tool} ({} does not exist)",
+            Path::new(&r).join("bin").join(tool).display()
+        ),
+    }
+}
+
+/// The error of feature require-device when detection found nothing:
+/// every place looked at, and the variables that point at a compiler.
+fn no_compiler_error(env: EnvFn) -> String {
+    format!(
+        "feature require-device: no HIP or CUDA compiler was found. Looked for hipcc at \
+         HIPCC (unset), {}, {}, hipcc on PATH, /opt/rocm/bin/hipcc; for nvcc at NVCC (unset), \
+         {}, {}, nvcc on PATH. Point the build at one: HIPCC=/path/to/hipcc or \
+         ROCM_PATH=/opt/rocm (AMD), NVCC=/path/to/nvcc or CUDA_PATH=/usr/local/cuda (NVIDIA); \
+         HIPKERN_PLATFORM=amd or nvidia picks one when both are there. Without \
+         require-device this build would be the cpu platform (no device code)",
+        root_place(env, "ROCM_PATH", "hipcc"),
+        root_place(env, "HIP_PATH", "hipcc"),
+        root_place(env, "CUDA_PATH", "nvcc"),
+        root_place(env, "CUDA_HOME", "nvcc"),
+    )
 }
 
 /// Where to look for static cudart, in order: beside nvcc (when the
@@ -530,6 +604,9 @@ pub fn compile_args(t: &Toolchain, src: &Path, obj: &Path, includes: &[PathBuf])
     for inc in includes {
         a.push(format!("-I{}", inc.display()));
     }
+    // The user's flags come after hipkern's, so that they can override
+    // them (a later -O or -D wins with every one of these compilers).
+    a.extend(t.extra_flags.iter().cloned());
     a.extend([
         "-c".into(),
         src.display().to_string(),
@@ -594,4 +671,144 @@ pub fn check_only(env: EnvFn) -> Result<bool, String> {
         Some("1") => Ok(true),
         Some(other) => Err(format!("HIPKERN_CHECK_ONLY={other}: expected 1 or 0")),
     }
+}
+
+/// HIPKERN_HIP_FLAGS: extra compiler flags, split on ASCII whitespace. No
+/// shell quoting: a flag cannot contain a space (`-DNAME="a b"` is two
+/// flags). Unset, empty or only whitespace: none.
+pub fn parse_hip_flags(value: Option<&str>) -> Vec<String> {
+    value
+        .map(|v| v.split_ascii_whitespace().map(str::to_string).collect())
+        .unwrap_or_default()
+}
+
+/// What the build says about its choice: a line of the build script's own
+/// output (seen with `cargo build -vv`, and written to
+/// OUT_DIR/hipkern-build.txt), and a `cargo:warning` only when the result
+/// is probably not what the user meant.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BuildReport {
+    pub line: String,
+    pub warning: Option<String>,
+}
+
+/// A device build with its compiler, an explicit HIPKERN_PLATFORM=cpu and
+/// HIPKERN_CHECK_ONLY=1 are all what was asked for: no warning (a warning
+/// on every build teaches people to ignore warnings). The automatic cpu
+/// fallback is the one surprise: a machine where the compiler is simply not
+/// on PATH gets a library whose device calls all fail, so it is said where
+/// cargo shows it, with what to do about it.
+pub fn build_report(t: &Toolchain, check_only: bool) -> BuildReport {
+    let compiler = match &t.compiler {
+        Some((c, k)) => format!("{} ({k:?})", c.display()),
+        None => "none".into(),
+    };
+    let mut line = format!(
+        "hipkern-sys: platform {}, compiler {compiler}, archs [{}] ({})",
+        t.platform.name(),
+        t.archs.join(","),
+        t.reason
+    );
+    if !t.extra_flags.is_empty() && t.platform != Platform::Cpu {
+        line += &format!(", HIPKERN_HIP_FLAGS [{}]", t.extra_flags.join(" "));
+    }
+    if check_only && t.platform != Platform::Cpu {
+        line += "; HIPKERN_CHECK_ONLY=1: no device code compiled or linked (anything linked \
+                 from this build fails to link)";
+    }
+    let warning = t.fallback.then(|| {
+        "hipkern: no HIP or CUDA compiler found, so this build is the cpu platform: the CPU \
+         paths work, device calls return NoToolchain. For device code point the build at a \
+         compiler (HIPCC or ROCM_PATH for AMD, NVCC or CUDA_PATH for NVIDIA, see \
+         docs/platforms.md); HIPKERN_PLATFORM=cpu builds cpu without this warning, and the \
+         feature require-device makes this case a build error"
+            .to_string()
+    });
+    BuildReport { line, warning }
+}
+
+/// FNV-1a, 64 bits: a stable hash (the same on every machine and Rust
+/// version, unlike std's DefaultHasher), ample for telling inputs apart;
+/// nothing here needs resistance to a crafted collision.
+pub fn fnv1a64(mut h: u64, bytes: &[u8]) -> u64 {
+    for &b in bytes {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+pub const FNV1A64_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// The compiler as the fingerprint sees it: its canonical path (symlinks
+/// resolved), its size and modification time. A wrapper (hipcc, a script
+/// choosing a clang by ROCM_PATH or HIP_CLANG_PATH; nvcc's
+/// NVCC_APPEND_FLAGS) whose targets change while the wrapper itself does
+/// not goes unseen: delete OUT_DIR's `*.o.fingerprint` (or `cargo clean
+/// -p hipkern-sys`) after such a change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CompilerStamp {
+    pub path: PathBuf,
+    pub len: u64,
+    /// Nanoseconds since the Unix epoch (0 where the system has none).
+    pub mtime_ns: u128,
+}
+
+/// The fingerprint of one kernel object: everything its bytes depend on
+/// that the build knows of. The compiler stamp, the full argument list
+/// (archs, flags, include directories, HIPKERN_HIP_FLAGS, the source and
+/// object paths) and the bytes of each input file (the .hip source, every
+/// header of hip/include, the generated hipkern_build_config.h), each
+/// with its path. Inputs are hashed in path order, so their order here
+/// does not matter; every field is length-prefixed, so no two different
+/// lists hash the same bytes. Returns the text stored beside the object.
+pub fn kernel_fingerprint(
+    compiler: &CompilerStamp,
+    args: &[String],
+    inputs: &[(&Path, &[u8])],
+) -> String {
+    fn field(h: u64, bytes: &[u8]) -> u64 {
+        fnv1a64(fnv1a64(h, &(bytes.len() as u64).to_le_bytes()), bytes)
+    }
+    let mut h = field(FNV1A64_OFFSET, b"hipkern kernel object v1");
+    h = field(h, compiler.path.display().to_string().as_bytes());
+    h = field(h, &compiler.len.to_le_bytes());
+    h = field(h, &compiler.mtime_ns.to_le_bytes());
+    h = field(h, &(args.len() as u64).to_le_bytes());
+    for a in args {
+        h = field(h, a.as_bytes());
+    }
+    let mut sorted: Vec<&(&Path, &[u8])> = inputs.iter().collect();
+    sorted.sort_by(|a, b| a.0.cmp(b.0));
+    h = field(h, &(sorted.len() as u64).to_le_bytes());
+    for (path, bytes) in sorted {
+        h = field(h, path.display().to_string().as_bytes());
+        h = field(h, bytes);
+    }
+    format!("fnv1a64 {h:016x}\n")
+}
+
+/// Whether an object can be reused: it exists and the fingerprint stored
+/// beside it (written only after its compile succeeded) is this build's.
+pub fn object_is_current(stored: Option<&str>, fingerprint: &str, object_exists: bool) -> bool {
+    object_exists && stored.is_some_and(|s| s.trim() == fingerprint.trim())
+}
+
+/// The sources to compile, in the order to start them: only those whose
+/// object is not current, the largest first (one source,
+/// nearfield_list1.hip, takes most of the time for every architecture, so
+/// the others finish beside it); equal sizes keep their list order.
+pub fn compile_order(sizes: &[u64], current: &[bool]) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..sizes.len()).filter(|&i| !current[i]).collect();
+    order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));
+    order
+}
+
+/// How many compiles run at once without a jobserver: NUM_JOBS (cargo's
+/// -j), at least 1, at most the number of compiles.
+pub fn local_jobs(num_jobs: Option<&str>, compiles: usize) -> usize {
+    num_jobs
+        .and_then(|n| n.trim().parse::<usize>().ok())
+        .unwrap_or(1)
+        .clamp(1, compiles.max(1))
 }

@@ -18,9 +18,17 @@
  *                        the runtime's name and message for it;
  *   < 0                  hipkern's own codes (HIPKERN_ERROR_*), below.
  *
- * Like the HIP runtime, calls act on the calling thread's current device
- * (hipkern_set_device). Kernel entry points are asynchronous on the stream
- * given; their own argument checks happen before anything is launched.
+ * Devices: an entry point that takes a stream acts on that stream's
+ * device, whichever device is current on the calling thread, and leaves
+ * the thread's current device as it found it (a caller may pass PyTorch's
+ * stream on device 1 while device 0 is current); a NULL stream is the
+ * current device's default stream. Entry points without a stream (device
+ * properties, allocation, stream and event creation) act on the current
+ * device (hipkern_set_device), as the HIP runtime does. (Built against a
+ * CUDA older than 12.8, which lacks cudaStreamGetDevice, the stream's
+ * device must be current.) Kernel entry points are asynchronous on the
+ * stream given; their own argument checks happen before anything is
+ * launched.
  *
  * Versioning: HIPKERN_ABI_VERSION changes whenever an existing declaration
  * changes meaning or layout; hipkern_abi_version() reports the version the

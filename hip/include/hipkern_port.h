@@ -50,6 +50,11 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define hipGetDeviceProperties cudaGetDeviceProperties
 #define hipSetDevice cudaSetDevice
 #define hipGetDevice cudaGetDevice
+#if CUDART_VERSION >= 12080
+// (CUDA 12.8 added it; HIP has had it since ROCm 5.)
+#define hipStreamGetDevice cudaStreamGetDevice
+#define HIPKERN_HAS_STREAM_GET_DEVICE 1
+#endif
 #define hipDeviceSynchronize cudaDeviceSynchronize
 #define hipMemGetInfo cudaMemGetInfo
 #define hipMalloc cudaMalloc
@@ -86,6 +91,7 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #else
 
 #include <hip/hip_runtime.h>
+#define HIPKERN_HAS_STREAM_GET_DEVICE 1
 
 // The same on AMD (ds_bpermute): no mask (the instruction serves the
 // wavefront's active lanes, 32 or 64 of them; a caller's segment must be
@@ -178,5 +184,58 @@ __host__ __device__ constexpr bool lane_groups_inside(int lanes, int threads, in
   }
   return true;
 }
+
+// Every C entry point that takes a stream acts on that stream's device, not
+// on the calling thread's current device: a caller (PyTorch, Kokkos, a
+// thread serving several GPUs) may pass a stream of device 1 while device 0
+// is current. One of these per entry point, before its first runtime call:
+// it makes the stream's device current for the call and restores the
+// caller's on return, so the call leaves the thread as it found it. A NULL
+// stream is the current device's default stream. Built against a CUDA
+// older than 12.8 (no cudaStreamGetDevice) it keeps the current device,
+// which is then the caller's to set (hipkern.h says so).
+class StreamDeviceScope {
+ public:
+  explicit StreamDeviceScope(const void *stream) {
+    status_ = hipGetDevice(&previous_);
+    if (status_ != hipSuccess) return;
+    device_ = previous_;
+#if defined(HIPKERN_HAS_STREAM_GET_DEVICE)
+    if (stream) {
+      status_ = hipStreamGetDevice(static_cast<hipStream_t>(const_cast<void *>(stream)), &device_);
+      if (status_ != hipSuccess) return;
+    }
+#else
+    (void)stream;
+#endif
+    if (device_ != previous_) {
+      status_ = hipSetDevice(device_);
+      switched_ = status_ == hipSuccess;
+    }
+  }
+  // A failed restore cannot be reported from here; the runtime keeps it as
+  // its last error, which the caller's next hipGetLastError sees.
+  ~StreamDeviceScope() {
+    if (switched_) (void)hipSetDevice(previous_);
+  }
+  StreamDeviceScope(const StreamDeviceScope &) = delete;
+  StreamDeviceScope &operator=(const StreamDeviceScope &) = delete;
+  /** hipSuccess, or why the stream's device could not be made current. */
+  hipError_t status() const { return status_; }
+  /** The stream's device (current for the scope). */
+  int device() const { return device_; }
+
+ private:
+  hipError_t status_ = hipSuccess;
+  int previous_ = 0;
+  int device_ = 0;
+  bool switched_ = false;
+};
+
+// Declares `scope` for `stream` and returns the runtime's code when the
+// stream's device cannot be made current.
+#define HIPKERN_ON_STREAM_DEVICE(scope, stream)                        \
+  StreamDeviceScope scope(stream);                                     \
+  if (scope.status() != hipSuccess) return static_cast<int32_t>(scope.status())
 
 #endif /* HIPKERN_PORT_H */

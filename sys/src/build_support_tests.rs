@@ -35,6 +35,10 @@ impl Fake {
         self.dir.path().join(rel).display().to_string()
     }
     fn resolve(&self) -> Result<Toolchain, String> {
+        self.resolve_with(false)
+    }
+    /// `require_device`: the feature require-device.
+    fn resolve_with(&self, require_device: bool) -> Result<Toolchain, String> {
         let env = |k: &str| self.vars.borrow().get(k).cloned();
         // /opt/rocm/bin/hipcc of the real machine must not leak into tests.
         let exists = |p: &Path| p.starts_with(self.dir.path()) && p.is_file();
@@ -45,7 +49,7 @@ impl Fake {
                 .cloned()
                 .unwrap_or_else(|| Err("not faked".into()))
         };
-        resolve(&env, &exists, &run)
+        resolve(&env, &exists, &run, require_device)
     }
 }
 
@@ -421,6 +425,13 @@ fn the_source_list_is_checked_against_the_folder() {
 #[test]
 fn cargo_and_cmake_builds_compile_the_same_sources_the_same_way() {
     let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    if !repo.join("CMakeLists.txt").is_file() {
+        // The packaged crate (a .crate file unpacked) has no CMake build.
+        eprintln!(
+            "not in the hipkern repository: no CMakeLists.txt beside sys/, nothing to compare"
+        );
+        return;
+    }
     let cmake = std::fs::read_to_string(repo.join("CMakeLists.txt")).unwrap();
     let list = std::fs::read_to_string(repo.join("hip/sources.txt")).unwrap();
     let present: Vec<String> = std::fs::read_dir(repo.join("hip"))
@@ -475,4 +486,301 @@ fn check_only_is_a_switch() {
     assert!(check_only(&env)
         .unwrap_err()
         .contains("HIPKERN_CHECK_ONLY=yes"));
+}
+
+#[test]
+fn hip_flags_split_on_ascii_whitespace() {
+    assert!(parse_hip_flags(None).is_empty());
+    assert!(parse_hip_flags(Some("")).is_empty());
+    assert!(parse_hip_flags(Some(" \t\n ")).is_empty());
+    assert_eq!(
+        parse_hip_flags(Some("  -g\t-DX=1\n --resource-usage ")),
+        vec!["-g", "-DX=1", "--resource-usage"]
+    );
+    // No shell quoting: the quotes stay, the space splits.
+    assert_eq!(
+        parse_hip_flags(Some("-DNAME=\"a b\"")),
+        vec!["-DNAME=\"a", "b\""]
+    );
+}
+
+#[test]
+fn hip_flags_come_after_hipkerns_own_for_every_compiler() {
+    let f = Fake::new();
+    let hipcc = f.file("rocm/bin/hipcc");
+    let clang = f.file("llvm/bin/clang++");
+    let nvcc = f.file("cuda/bin/nvcc");
+    f.set("HIPKERN_HIP_FLAGS", " -O2  -DEXTRA ");
+    let mut kinds = Vec::new();
+    for (var_name, value, hip_platform) in [
+        ("HIPCC", &hipcc, ""),
+        ("HIPCC", &clang, ""),
+        ("HIPCC", &hipcc, "nvidia"),
+        ("NVCC", &nvcc, ""),
+    ] {
+        // An empty value counts as unset.
+        f.set("HIPCC", "")
+            .set("NVCC", "")
+            .set(var_name, &value.display().to_string())
+            .set("HIP_PLATFORM", hip_platform);
+        let t = f.resolve().unwrap();
+        kinds.push(t.compiler.as_ref().unwrap().1);
+        assert_eq!(t.extra_flags, vec!["-O2", "-DEXTRA"]);
+        let a = compile_args(
+            &t,
+            Path::new("k.hip"),
+            Path::new("k.o"),
+            &[PathBuf::from("/inc")],
+        );
+        let s = a.join(" ");
+        assert!(s.ends_with("-I/inc -O2 -DEXTRA -c k.hip -o k.o"), "{s}");
+        assert!(s.find("-O3").unwrap() < s.find("-O2").unwrap(), "{s}");
+    }
+    assert_eq!(
+        kinds,
+        vec![
+            CompilerKind::Hipcc,
+            CompilerKind::ClangHip,
+            CompilerKind::HipccNvidia,
+            CompilerKind::Nvcc
+        ]
+    );
+    // Unset or blank: the arguments are as before.
+    f.set("HIPKERN_HIP_FLAGS", "   ");
+    let t = f.resolve().unwrap();
+    assert!(t.extra_flags.is_empty());
+    let s = compile_args(&t, Path::new("k.hip"), Path::new("k.o"), &[]).join(" ");
+    assert!(
+        s.ends_with("-fPIC -gencode=arch=compute_90,code=[sm_90,compute_90] -c k.hip -o k.o"),
+        "{s}"
+    );
+    assert!(ENV_VARS.contains(&"HIPKERN_HIP_FLAGS"));
+}
+
+#[test]
+fn require_device_turns_the_cpu_fallback_into_an_error() {
+    // Without the feature: the fallback, marked as one.
+    let f = Fake::new();
+    let t = f.resolve_with(false).unwrap();
+    assert_eq!(t.platform, Platform::Cpu);
+    assert!(t.fallback);
+    // With it: an error naming every place looked at and the variables.
+    f.set("CUDA_PATH", &f.root("cuda"));
+    let e = f.resolve_with(true).unwrap_err();
+    for needle in [
+        "require-device",
+        "HIPCC (unset)",
+        "$ROCM_PATH/bin/hipcc (ROCM_PATH unset)",
+        "$HIP_PATH/bin/hipcc (HIP_PATH unset)",
+        "hipcc on PATH",
+        "/opt/rocm/bin/hipcc",
+        "NVCC (unset)",
+        "$CUDA_HOME/bin/nvcc (CUDA_HOME unset)",
+        "nvcc on PATH",
+        "HIPKERN_PLATFORM=amd or nvidia",
+        "ROCM_PATH=",
+        "CUDA_PATH=",
+    ] {
+        assert!(e.contains(needle), "{needle} not in {e}");
+    }
+    // A root that is set says which file was missing.
+    let missing = f.dir.path().join("cuda/bin/nvcc").display().to_string();
+    assert!(e.contains(&format!("{missing} does not exist")), "{e}");
+    // A found compiler is unaffected by the feature.
+    f.file("cuda/bin/nvcc");
+    let t = f.resolve_with(true).unwrap();
+    assert_eq!(t.platform, Platform::Nvidia);
+    assert!(!t.fallback);
+}
+
+#[test]
+fn require_device_with_platform_cpu_is_a_contradiction() {
+    let f = Fake::new();
+    f.set("HIPKERN_PLATFORM", "cpu");
+    let t = f.resolve_with(false).unwrap();
+    assert_eq!(t.platform, Platform::Cpu);
+    assert!(!t.fallback, "an explicit cpu is no fallback");
+    let e = f.resolve_with(true).unwrap_err();
+    assert!(
+        e.contains("HIPKERN_PLATFORM=cpu")
+            && e.contains("contradicts")
+            && e.contains("require-device"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_docs_rs_build_is_the_cpu_platform_without_a_warning() {
+    let f = Fake::new();
+    let nvcc = f.file("cuda/bin/nvcc");
+    f.set("NVCC", &nvcc.display().to_string())
+        .set("DOCS_RS", "1");
+    let t = f.resolve().unwrap();
+    assert_eq!(t.platform, Platform::Cpu);
+    assert_eq!(build_report(&t, false).warning, None);
+    // An explicit platform still wins (someone building docs on purpose).
+    f.set("HIPKERN_PLATFORM", "nvidia");
+    assert_eq!(f.resolve().unwrap().platform, Platform::Nvidia);
+}
+
+#[test]
+fn only_the_automatic_cpu_fallback_warns() {
+    // A device build: a plain line, no warning.
+    let f = Fake::new();
+    let nvcc = f.file("cuda/bin/nvcc");
+    f.set("NVCC", &nvcc.display().to_string())
+        .set("HIPKERN_HIP_FLAGS", "-lineinfo");
+    let t = f.resolve().unwrap();
+    let r = build_report(&t, false);
+    assert_eq!(r.warning, None);
+    assert!(
+        r.line
+            .starts_with("hipkern-sys: platform nvidia, compiler ")
+            && r.line.contains("(Nvcc), archs [sm_90] (NVCC)")
+            && r.line.contains("HIPKERN_HIP_FLAGS [-lineinfo]"),
+        "{}",
+        r.line
+    );
+    // Check-only: deliberate, so said in the line only.
+    let r = build_report(&t, true);
+    assert_eq!(r.warning, None);
+    assert!(r.line.contains("HIPKERN_CHECK_ONLY=1"), "{}", r.line);
+    // An explicit cpu: no warning.
+    let g = Fake::new();
+    g.set("HIPKERN_PLATFORM", "cpu");
+    let r = build_report(&g.resolve().unwrap(), false);
+    assert_eq!(r.warning, None);
+    assert!(r
+        .line
+        .starts_with("hipkern-sys: platform cpu, compiler none, archs []"));
+    // The fallback: one warning saying what happened and what to do.
+    let h = Fake::new();
+    let t = h.resolve().unwrap();
+    for check_only in [false, true] {
+        let w = build_report(&t, check_only)
+            .warning
+            .expect("the fallback warns");
+        for needle in [
+            "no HIP or CUDA compiler found",
+            "cpu platform",
+            "NoToolchain",
+            "HIPCC",
+            "NVCC",
+            "require-device",
+        ] {
+            assert!(w.contains(needle), "{needle} not in {w}");
+        }
+        assert!(!w.contains('\n'), "a cargo:warning is one line");
+    }
+}
+
+#[test]
+fn fnv1a64_is_the_standard_hash() {
+    // The published FNV-1a 64 test vectors.
+    assert_eq!(fnv1a64(FNV1A64_OFFSET, b""), 0xcbf2_9ce4_8422_2325);
+    assert_eq!(fnv1a64(FNV1A64_OFFSET, b"a"), 0xaf63_dc4c_8601_ec8c);
+    assert_eq!(fnv1a64(FNV1A64_OFFSET, b"foobar"), 0x8594_4171_f739_67e8);
+    // Incremental: the same as one call.
+    assert_eq!(
+        fnv1a64(fnv1a64(FNV1A64_OFFSET, b"foo"), b"bar"),
+        fnv1a64(FNV1A64_OFFSET, b"foobar")
+    );
+}
+
+#[test]
+fn the_fingerprint_sees_every_input_and_nothing_else() {
+    let stamp = CompilerStamp {
+        path: PathBuf::from("/cuda/bin/nvcc"),
+        len: 1000,
+        mtime_ns: 1_700_000_000_000_000_000,
+    };
+    let args: Vec<String> = ["-O3", "-c", "k.hip"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let src = Path::new("/hip/k.hip");
+    let hdr = Path::new("/hip/include/hipkern.h");
+    let cfg = Path::new("/out/hipkern_build_config.h");
+    let inputs: Vec<(&Path, &[u8])> = vec![(src, b"kernel"), (hdr, b"header"), (cfg, b"cfg")];
+    let base = kernel_fingerprint(&stamp, &args, &inputs);
+    // Stable: the same inputs, the same text, whatever their order; a
+    // fixed value (a change would recompile every kernel of every build).
+    assert_eq!(base, kernel_fingerprint(&stamp, &args, &inputs));
+    assert_eq!(base, "fnv1a64 3b708cc5adc2acd3\n");
+    let reversed: Vec<(&Path, &[u8])> = inputs.iter().rev().copied().collect();
+    assert_eq!(base, kernel_fingerprint(&stamp, &args, &reversed));
+
+    let mut changed = Vec::new();
+    let mut s = stamp.clone();
+    s.path = PathBuf::from("/other/bin/nvcc");
+    changed.push(kernel_fingerprint(&s, &args, &inputs));
+    let mut s = stamp.clone();
+    s.len += 1;
+    changed.push(kernel_fingerprint(&s, &args, &inputs));
+    let mut s = stamp.clone();
+    s.mtime_ns += 1;
+    changed.push(kernel_fingerprint(&s, &args, &inputs));
+    let mut a = args.clone();
+    a.push("-DEXTRA".into());
+    changed.push(kernel_fingerprint(&stamp, &a, &inputs));
+    // Length-prefixed: moving text between arguments is a change.
+    let a: Vec<String> = ["-O3", "-ck.hip"].iter().map(|s| s.to_string()).collect();
+    changed.push(kernel_fingerprint(&stamp, &a, &inputs));
+    for k in 0..inputs.len() {
+        let mut i = inputs.clone();
+        i[k].1 = b"edited";
+        changed.push(kernel_fingerprint(&stamp, &args, &i));
+    }
+    // A new header, and a file renamed.
+    let mut i = inputs.clone();
+    i.push((Path::new("/hip/include/new.h"), b""));
+    changed.push(kernel_fingerprint(&stamp, &args, &i));
+    let mut i = inputs.clone();
+    i[1].0 = Path::new("/hip/include/renamed.h");
+    changed.push(kernel_fingerprint(&stamp, &args, &i));
+    for (n, c) in changed.iter().enumerate() {
+        assert_ne!(c, &base, "change {n} not seen");
+        for d in &changed[n + 1..] {
+            assert_ne!(c, d);
+        }
+    }
+}
+
+#[test]
+fn objects_are_reused_only_with_a_matching_fingerprint() {
+    let fp = "fnv1a64 0123456789abcdef\n";
+    assert!(object_is_current(Some(fp), fp, true));
+    // A stored file without its newline (edited by hand) still matches.
+    assert!(object_is_current(
+        Some("fnv1a64 0123456789abcdef"),
+        fp,
+        true
+    ));
+    assert!(!object_is_current(Some(fp), fp, false), "object missing");
+    assert!(!object_is_current(None, fp, true), "fingerprint missing");
+    assert!(!object_is_current(
+        Some("fnv1a64 0000000000000000\n"),
+        fp,
+        true
+    ));
+    assert!(!object_is_current(Some(""), fp, true));
+}
+
+#[test]
+fn compiles_start_largest_first_and_skip_current_objects() {
+    assert_eq!(
+        compile_order(&[10, 500, 30, 500, 7], &[false; 5]),
+        vec![1, 3, 2, 0, 4]
+    );
+    assert_eq!(
+        compile_order(&[10, 500, 30, 500, 7], &[false, true, false, false, true]),
+        vec![3, 2, 0]
+    );
+    assert!(compile_order(&[1, 2], &[true, true]).is_empty());
+    assert_eq!(local_jobs(None, 5), 1);
+    assert_eq!(local_jobs(Some("4"), 5), 4);
+    assert_eq!(local_jobs(Some("16"), 5), 5);
+    assert_eq!(local_jobs(Some("0"), 5), 1);
+    assert_eq!(local_jobs(Some("x"), 5), 1);
+    assert_eq!(local_jobs(Some("8"), 0), 1);
 }
