@@ -1,8 +1,17 @@
 //! Runtime/FFI tests. The first group runs everywhere (no GPU needed); the
 //! `gpu_*` group needs a device: ignored on the cpu platform, run by plain
 //! `cargo test` on an amd or nvidia build (CI, with no GPU, passes
-//! `--skip gpu_`).
-use hipkern::runtime::{self, Device, Error};
+//! `--skip gpu_`). The views' host-side checks (null, misaligned,
+//! overflowing pointers; lengths and offsets) need a `Device` value, which
+//! the cpu platform cannot make: they are unit tests of
+//! `src/runtime/buffer.rs`, always run; here they are repeated on a device.
+use hipkern::force::{assemble_device_into, assemble_reference_f64, DevicePlan, VirialSplit};
+use hipkern::runtime::{
+    self, Device, DeviceRepr, DeviceSlice, DeviceSliceMut, Error, Event, Stream,
+};
+use std::ffi::c_void;
+
+mod common;
 
 /// Whether this machine has a usable device (only the GPU tests care).
 fn gpu() -> Device {
@@ -485,5 +494,386 @@ fn runtime_versions_are_spelled_out_and_the_build_reports_its_own() {
         // HIP 5.0 or newer; CUDA 11.0 or newer.
         "amd" => assert!(built >= 50_000_000, "{built}"),
         _ => assert!(built >= 11_000, "{built}"),
+    }
+}
+
+// ---- interop: the caller's current device, borrowed handles and memory ----
+
+/// The calling thread's current device, as the C ABI reports it.
+fn current_device() -> i32 {
+    let mut d = -1;
+    // SAFETY: a valid out-pointer.
+    let rc = unsafe { hipkern_sys::hipkern_get_device(&mut d) };
+    assert_eq!(rc, 0, "hipkern_get_device");
+    d
+}
+
+/// `f()`, asserting that it leaves the thread's current device at `want`.
+fn unchanged<R>(want: i32, what: &str, f: impl FnOnce() -> R) -> R {
+    let r = f();
+    assert_eq!(
+        current_device(),
+        want,
+        "{what} changed the thread's current device"
+    );
+    r
+}
+
+/// Device memory from the C ABI's own allocator, standing for another
+/// library's tensor: views over it borrow it, and it is freed by
+/// [`CAlloc::free`] (which checks that hipkern did not free it).
+struct CAlloc {
+    ptr: *mut c_void,
+    bytes: usize,
+}
+
+impl CAlloc {
+    /// `bytes` bytes on `d` (made current first: the C ABI allocates on the
+    /// current device).
+    fn new(d: &Device, bytes: usize) -> CAlloc {
+        d.bind().unwrap();
+        let mut ptr = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer.
+        let rc = unsafe { hipkern_sys::hipkern_malloc(&mut ptr, bytes) };
+        assert_eq!(rc, 0, "hipkern_malloc of {bytes} bytes");
+        CAlloc { ptr, bytes }
+    }
+
+    fn view<'a, T: DeviceRepr>(&'a self, d: &'a Device, len: usize) -> DeviceSlice<'a, T> {
+        assert!(len * std::mem::size_of::<T>() <= self.bytes);
+        // SAFETY: the allocation holds `bytes` ≥ len·size_of::<T>() bytes on
+        // `d` (256-byte aligned) and lives as long as `self`, which the
+        // view borrows.
+        unsafe { DeviceSlice::from_raw_parts(self, d, self.ptr.cast::<T>(), len) }.unwrap()
+    }
+
+    fn view_mut<'a, T: DeviceRepr>(
+        &'a mut self,
+        d: &'a Device,
+        len: usize,
+    ) -> DeviceSliceMut<'a, T> {
+        assert!(len * std::mem::size_of::<T>() <= self.bytes);
+        let ptr = self.ptr.cast::<T>();
+        // SAFETY: as in `view`; the view borrows `self` mutably, so no other
+        // view of this allocation exists meanwhile.
+        unsafe { DeviceSliceMut::from_raw_parts_mut(self, d, ptr, len) }.unwrap()
+    }
+
+    /// Frees it; success shows that nothing freed it before.
+    fn free(self) {
+        // SAFETY: ptr came from hipkern_malloc and is freed once, here.
+        let rc = unsafe { hipkern_sys::hipkern_free(self.ptr) };
+        assert_eq!(rc, 0, "hipkern_free of memory hipkern only borrowed");
+    }
+}
+
+/// Per element: finite, and |a − b| ≤ rel·(|b| + max|ref|).
+fn check_close(what: &str, got: &[f64], want: &[f64], rel: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(a.is_finite(), "{what}[{i}] = {a} (unwritten or poisoned)");
+        assert!(
+            (a - b).abs() <= rel * (b.abs() + scale),
+            "{what}[{i}]: {a} vs {b}"
+        );
+    }
+}
+
+/// Every device's calls, with every device made current beforehand in
+/// turn (with one device: device 0 set beforehand), leave the thread's
+/// current device where it was: opening a device, streams, events, sync
+/// and async copies, memset, the fill and iota kernels, a plan build and
+/// an assembly, memory info, drops. `Device::bind` alone changes it.
+#[test]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_calls_leave_the_current_device_as_found() {
+    let n = runtime::device_count().unwrap();
+    let devices: Vec<Device> = (0..n).map(|k| Device::new(k).unwrap()).collect();
+    let mut rng = hipkern::rng::SplitMix64::from_clock();
+    for current in 0..n as i32 {
+        // SAFETY: a plain call with a valid ordinal.
+        assert_eq!(unsafe { hipkern_sys::hipkern_set_device(current) }, 0);
+        for d in &devices {
+            let at = |what: &str| format!("{what} on device {} (current {current})", d.ordinal());
+            unchanged(current, &at("Device::new"), || {
+                Device::new(d.ordinal()).unwrap()
+            });
+            let s = unchanged(current, &at("new_stream"), || d.new_stream().unwrap());
+            let len = 1000 + rng.below(1000);
+            let host = random_u32(len, rng.next_u64());
+            let mut a = unchanged(current, &at("htod_copy"), || d.htod_copy(&host).unwrap());
+            let mut b = unchanged(current, &at("alloc"), || d.alloc::<u32>(len).unwrap());
+            unchanged(current, &at("fill"), || {
+                s.fill(&mut b.as_slice_mut(), 7u32).unwrap()
+            });
+            let e = unchanged(current, &at("record_event"), || s.record_event().unwrap());
+            let s2 = d.new_stream().unwrap();
+            unchanged(current, &at("wait_event"), || s2.wait_event(&e).unwrap());
+            unchanged(current, &at("copy_dtod_async"), || {
+                s2.copy_dtod_async(&a.as_slice(), &mut b.as_slice_mut())
+                    .unwrap()
+            });
+            unchanged(current, &at("synchronize"), || s2.synchronize().unwrap());
+            assert!(b.to_vec().unwrap() == host, "{}", at("the copy"));
+            unchanged(current, &at("iota_u32"), || {
+                s.iota_u32(&mut a.as_slice_mut(), 1, 2).unwrap()
+            });
+            unchanged(current, &at("event synchronize"), || {
+                s.record_event().unwrap().synchronize().unwrap()
+            });
+            unchanged(current, &at("memset_zero"), || b.memset_zero().unwrap());
+            unchanged(current, &at("to_vec"), || b.to_vec().unwrap());
+            unchanged(current, &at("memory_info"), || d.memory_info().unwrap());
+            unchanged(current, &at("Device::synchronize"), || {
+                d.synchronize().unwrap()
+            });
+            // A kernel of the primitives: a plan built on the device and an assembly.
+            let (src, dst) = (vec![0i32, 1, 2], vec![1i32, 2, 0]);
+            let g = vec![1.0f64; 9];
+            unchanged(current, &at("the force plan and assembly"), || {
+                let plan = DevicePlan::build_from_host(&s, &src, &dst, 3, None).unwrap();
+                let (gd, rd) = (d.htod_copy(&g).unwrap(), d.htod_copy(&g).unwrap());
+                let (mut f, mut w) = (d.alloc::<f64>(9).unwrap(), d.alloc::<f64>(27).unwrap());
+                assemble_device_into(&s, &plan, &gd, &rd, VirialSplit::Half, &mut f, &mut w)
+                    .unwrap();
+                s.synchronize().unwrap();
+            });
+            unchanged(current, &at("dropping buffers, streams, events"), || {
+                drop((a, b, e, s, s2))
+            });
+            assert!(d.take_free_errors().is_empty(), "{}", at("free errors"));
+        }
+    }
+    // Bind is the deliberate exception.
+    devices[n - 1].bind().unwrap();
+    assert_eq!(current_device(), (n - 1) as i32);
+}
+
+/// A stream created through the C ABI, borrowed: hipkern's fill and copy
+/// run on it, dropping the `Stream` (and its clone) does not destroy it
+/// (the C ABI's own destroy succeeds afterwards); a null borrowed stream is
+/// the device's default stream.
+#[test]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_borrowed_stream_runs_work_and_is_not_destroyed() {
+    let d = gpu();
+    d.bind().unwrap(); // the C ABI creates streams on the current device
+    let current = current_device();
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { hipkern_sys::hipkern_stream_create(&mut raw) }, 0);
+    let seed = fresh_seed();
+    let n = (1 << 22) + 3;
+    let value = random_u32(1, seed)[0];
+    let mut a = d.alloc::<u32>(n).unwrap();
+    let mut b = d.alloc::<u32>(n).unwrap();
+    {
+        // SAFETY: raw is a live stream of d, destroyed below after both
+        // Streams are dropped and their work synchronized.
+        let s = unsafe { Stream::from_raw(&d, raw) };
+        assert!(!s.is_owned() && d.new_stream().unwrap().is_owned());
+        assert_eq!(s.as_raw(), raw);
+        let clone = s.clone();
+        s.fill(&mut a.as_slice_mut(), value).unwrap();
+        clone
+            .copy_dtod_async(&a.as_slice(), &mut b.as_slice_mut())
+            .unwrap();
+        s.synchronize().unwrap();
+        let got = b.to_vec().unwrap();
+        for (i, x) in got.iter().enumerate() {
+            assert_eq!(
+                *x, value,
+                "element {i} after the fill and copy on the borrowed stream"
+            );
+        }
+        // SAFETY: a null stream is the device's default stream (never destroyed).
+        let default = unsafe { Stream::from_raw(&d, std::ptr::null_mut()) };
+        default.iota_u32(&mut a.as_slice_mut(), value, 3).unwrap();
+        default.synchronize().unwrap();
+        for (i, x) in a.to_vec().unwrap().iter().enumerate() {
+            let want = value.wrapping_add(3u32.wrapping_mul(i as u32));
+            assert_eq!(*x, want, "iota on the default stream, element {i}");
+        }
+    }
+    assert!(d.take_free_errors().is_empty());
+    // SAFETY: raw is still a live stream (hipkern only borrowed it).
+    unsafe {
+        assert_eq!(hipkern_sys::hipkern_stream_synchronize(raw), 0);
+        assert_eq!(
+            hipkern_sys::hipkern_stream_destroy(raw),
+            0,
+            "the borrowed stream was no longer alive"
+        );
+    }
+    assert_eq!(current_device(), current);
+}
+
+/// An event created through the C ABI, borrowed, recorded on stream A
+/// after a large fill; stream B waits on it and copies what A wrote: B
+/// must see the new values every round (the previous round's differ). The
+/// event times against one of hipkern's, a null borrowed event is refused,
+/// and dropping the `Event` does not destroy it.
+#[test]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_borrowed_event_orders_a_second_stream_after_the_first() {
+    let d = gpu();
+    d.bind().unwrap();
+    let current = current_device();
+    let mut raw = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer.
+    assert_eq!(unsafe { hipkern_sys::hipkern_event_create(&mut raw) }, 0);
+    let (sa, sb) = (d.new_stream().unwrap(), d.new_stream().unwrap());
+    let n = 1usize << 26; // 256 MiB of u32: the fill takes a while
+    let tail = 1usize << 16;
+    let mut a = d.alloc::<u32>(n).unwrap();
+    let mut b = d.alloc::<u32>(tail).unwrap();
+    let values = random_u32(8, fresh_seed());
+    {
+        // SAFETY: raw is a live event of d, destroyed below after the
+        // Event is dropped and every stream that used it synchronized.
+        let ev = unsafe { Event::from_raw(&d, raw) };
+        assert!(!ev.is_owned() && ev.as_raw() == raw && ev.device().ordinal() == d.ordinal());
+        for (round, &v) in values.iter().enumerate() {
+            let v = if round > 0 && v == values[round - 1] {
+                !v
+            } else {
+                v
+            };
+            let start = sa.record_event().unwrap();
+            sa.fill(&mut a.as_slice_mut(), v).unwrap();
+            ev.record(&sa).unwrap();
+            sb.wait_event(&ev).unwrap();
+            sb.copy_dtod_async(&a.slice(n - tail..).unwrap(), &mut b.as_slice_mut())
+                .unwrap();
+            let mut back = vec![0u32; tail];
+            // SAFETY: back is not read before sb is synchronized.
+            unsafe { sb.copy_dtoh_async(&b.as_slice(), &mut back).unwrap() };
+            sb.synchronize().unwrap();
+            let stale = back.iter().filter(|&&x| x != v).count();
+            assert_eq!(stale, 0, "round {round}: stream B ran before the event");
+            let ms = start.elapsed_ms(&ev).unwrap();
+            assert!(ms >= 0.0 && ms.is_finite(), "{ms}");
+        }
+        // SAFETY: a null event is refused before any runtime call.
+        let null = unsafe { Event::from_raw(&d, std::ptr::null_mut()) };
+        assert!(matches!(null.record(&sa), Err(Error::InvalidInput(_))));
+        assert!(matches!(sb.wait_event(&null), Err(Error::InvalidInput(_))));
+        assert!(matches!(null.synchronize(), Err(Error::InvalidInput(_))));
+        sa.synchronize().unwrap();
+    }
+    assert!(d.take_free_errors().is_empty());
+    // SAFETY: raw is still a live event (hipkern only borrowed it).
+    unsafe {
+        assert_eq!(hipkern_sys::hipkern_event_synchronize(raw), 0);
+        assert_eq!(
+            hipkern_sys::hipkern_event_destroy(raw),
+            0,
+            "the borrowed event was no longer alive"
+        );
+    }
+    assert_eq!(current_device(), current);
+}
+
+/// Views over memory of the C ABI's allocator (standing for another
+/// library's tensors) go into the force assembly as inputs and outputs,
+/// with a sub-view of a hipkern buffer as one input: every element against
+/// the float64 CPU reference, outputs poisoned first. Views refuse null
+/// and misaligned pointers on a device too, and a short view is refused
+/// by the assembly before anything is launched.
+#[test]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_views_over_foreign_memory_feed_the_force_assembly() {
+    let d = gpu();
+    let mut rng = hipkern::rng::SplitMix64::from_clock();
+    let n_ext = 4000 + rng.below(2000);
+    let (src, dst, g, r) = common::edge_system(&mut rng, n_ext, n_ext * 3 / 4, 96, Some(11));
+    let e = src.len();
+    let mut g_mem = CAlloc::new(&d, 8 * 3 * e);
+    let mut f_mem = CAlloc::new(&d, 8 * 3 * n_ext);
+    let mut w_mem = CAlloc::new(&d, 8 * 9 * n_ext);
+    let current = current_device();
+    let s = d.new_stream().unwrap();
+    g_mem.view_mut::<f64>(&d, 3 * e).copy_from_host(&g).unwrap();
+    // edge_vec: a sub-view at an offset of 5 elements of a hipkern buffer.
+    let mut r_host = vec![f64::NAN; 5];
+    r_host.extend_from_slice(&r);
+    let r_buf = d.htod_copy(&r_host).unwrap();
+    let plan = DevicePlan::build_from_host(&s, &src, &dst, n_ext, None).unwrap();
+    for split in [VirialSplit::Half, VirialSplit::Src] {
+        let want = assemble_reference_f64(&g, &r, &src, &dst, n_ext, None, split).unwrap();
+        s.fill(&mut f_mem.view_mut(&d, 3 * n_ext), f64::NAN)
+            .unwrap();
+        s.fill(&mut w_mem.view_mut(&d, 9 * n_ext), f64::NAN)
+            .unwrap();
+        assemble_device_into(
+            &s,
+            &plan,
+            &g_mem.view::<f64>(&d, 3 * e),
+            &r_buf.slice(5..).unwrap(),
+            split,
+            &mut f_mem.view_mut::<f64>(&d, 3 * n_ext),
+            &mut w_mem.view_mut::<f64>(&d, 9 * n_ext),
+        )
+        .unwrap();
+        s.synchronize().unwrap();
+        let f = f_mem.view::<f64>(&d, 3 * n_ext).to_vec().unwrap();
+        let w = w_mem.view::<f64>(&d, 9 * n_ext).to_vec().unwrap();
+        check_close(&format!("force {split:?}"), &f, &want.force, 1e-13);
+        check_close(&format!("virial {split:?}"), &w, &want.virial, 1e-13);
+    }
+    // A view one element short is refused, naming it, before any launch.
+    s.fill(&mut f_mem.view_mut(&d, 3 * n_ext), -1.0f64).unwrap();
+    let err = assemble_device_into(
+        &s,
+        &plan,
+        &g_mem.view::<f64>(&d, 3 * e - 1),
+        &r_buf.slice(5..).unwrap(),
+        VirialSplit::Half,
+        &mut f_mem.view_mut::<f64>(&d, 3 * n_ext),
+        &mut w_mem.view_mut::<f64>(&d, 9 * n_ext),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidInput(m) if m.starts_with("g has")),
+        "{err}"
+    );
+    s.synchronize().unwrap();
+    let f = f_mem.view::<f64>(&d, 3 * n_ext).to_vec().unwrap();
+    assert!(
+        f.iter().all(|&x| x == -1.0),
+        "a refused call wrote the output"
+    );
+    // The host-side checks, on a real device and real memory.
+    // SAFETY: refused before anything is dereferenced.
+    unsafe {
+        let misaligned = g_mem.ptr.cast::<u8>().add(4).cast::<f64>();
+        assert!(matches!(
+            DeviceSlice::from_raw_parts(&g_mem, &d, misaligned, 1),
+            Err(Error::InvalidInput(_))
+        ));
+        assert!(matches!(
+            DeviceSlice::from_raw_parts(&g_mem, &d, std::ptr::null::<f64>(), 1),
+            Err(Error::InvalidInput(_))
+        ));
+        let empty = DeviceSlice::from_raw_parts(&g_mem, &d, std::ptr::null::<f64>(), 0).unwrap();
+        assert_eq!(empty.to_vec().unwrap(), Vec::<f64>::new());
+    }
+    assert_eq!(current_device(), current);
+    assert!(d.take_free_errors().is_empty());
+    for m in [g_mem, f_mem, w_mem] {
+        m.free();
     }
 }

@@ -1,8 +1,17 @@
 //! Device paths: the plan built on the device (`hipkern_force_plan_build`),
 //! the atomic-free assembly (`hipkern_force_assemble`) and the atomic
 //! reference path.
+//!
+//! Every function takes its device inputs as `&(impl DeviceMemory<T> +
+//! ?Sized)` and its outputs as `&mut (impl DeviceMemoryMut<T> + ?Sized)`: a
+//! [`DeviceBuffer`], a view of one, or another library's memory borrowed as
+//! a view ([`DeviceSlice::from_raw_parts`](crate::runtime::DeviceSlice::from_raw_parts)).
+//! Lengths and devices are checked on the views before anything is launched.
 use super::{validated_keys, CsrPlan, EdgeIndex, GhostMapping, Real, VirialSplit, MAX_PLAN_LEN};
-use crate::runtime::{DeviceBuffer, DeviceRepr, Error, Result, Stream};
+use crate::runtime::{
+    DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr, DeviceSlice, DeviceSliceMut, Error,
+    Result, Stream,
+};
 use crate::Device;
 use hipkern_sys as sys;
 
@@ -49,13 +58,18 @@ pub struct DeviceGhostMapping<'a> {
 }
 
 impl<'a> DeviceGhostMapping<'a> {
-    /// Borrows `mapping` for the build; every entry must lie in `[0, n_local)`.
-    pub fn new<M: DeviceIndex>(mapping: &'a DeviceBuffer<M>, n_local: usize) -> Self {
+    /// Borrows `mapping` (a buffer or a view) for the build; every entry
+    /// must lie in `[0, n_local)`.
+    pub fn new<M: DeviceIndex>(
+        mapping: &'a (impl DeviceMemory<M> + ?Sized),
+        n_local: usize,
+    ) -> Self {
+        let view = mapping.device_view();
         DeviceGhostMapping {
-            ptr: mapping.as_ptr().cast(),
-            len: mapping.len(),
+            ptr: view.as_ptr().cast(),
+            len: view.len(),
             index_type: M::INDEX_TYPE,
-            device: mapping.device(),
+            device: view.device(),
             n_local,
         }
     }
@@ -75,6 +89,7 @@ pub struct DevicePlan {
 impl DevicePlan {
     /// Uploads a host plan (already validated by its constructors).
     pub fn upload(device: &Device, plan: &CsrPlan) -> Result<DevicePlan> {
+        let _scope = device.enter()?;
         Ok(DevicePlan {
             n_rows: plan.n_rows(),
             n_edges: plan.n_edges(),
@@ -118,13 +133,15 @@ impl DevicePlan {
     /// synchronizes `stream`. The result equals [`CsrPlan::build`]'s.
     pub fn build<I: DeviceIndex>(
         stream: &Stream,
-        src: &DeviceBuffer<I>,
-        dst: &DeviceBuffer<I>,
+        src: &(impl DeviceMemory<I> + ?Sized),
+        dst: &(impl DeviceMemory<I> + ?Sized),
         n_ext: usize,
         ghosts: Option<DeviceGhostMapping<'_>>,
     ) -> Result<DevicePlan> {
-        let n_rows = check_plan_inputs(stream, src, dst, n_ext, ghosts)?;
+        let (src, dst) = (src.device_view(), dst.device_view());
+        let n_rows = check_plan_inputs(stream, &src, &dst, n_ext, ghosts)?;
         let d = stream.device();
+        let _scope = d.enter()?;
         let n_edges = src.len();
         let mut plan = DevicePlan {
             n_rows,
@@ -135,7 +152,7 @@ impl DevicePlan {
             src_row_ptr: d.alloc(n_rows + 1)?,
         };
         let mut scratch = d.alloc::<u8>(Self::scratch_bytes(n_edges, n_rows)?)?;
-        plan.rebuild(stream, src, dst, n_ext, ghosts, &mut scratch)?;
+        plan.rebuild(stream, &src, &dst, n_ext, ghosts, &mut scratch)?;
         Ok(plan)
     }
 
@@ -149,6 +166,7 @@ impl DevicePlan {
         ghosts: Option<GhostMapping<'_>>,
     ) -> Result<DevicePlan> {
         let d = stream.device();
+        let _scope = d.enter()?;
         let (src_d, dst_d) = (d.htod_copy(src)?, d.htod_copy(dst)?);
         let mapping_d = match ghosts {
             Some(g) => Some((d.htod_copy(g.mapping)?, g.n_local)),
@@ -167,13 +185,15 @@ impl DevicePlan {
     pub fn rebuild<I: DeviceIndex>(
         &mut self,
         stream: &Stream,
-        src: &DeviceBuffer<I>,
-        dst: &DeviceBuffer<I>,
+        src: &(impl DeviceMemory<I> + ?Sized),
+        dst: &(impl DeviceMemory<I> + ?Sized),
         n_ext: usize,
         ghosts: Option<DeviceGhostMapping<'_>>,
-        scratch: &mut DeviceBuffer<u8>,
+        scratch: &mut (impl DeviceMemoryMut<u8> + ?Sized),
     ) -> Result<()> {
-        let n_rows = check_plan_inputs(stream, src, dst, n_ext, ghosts)?;
+        let (src, dst) = (src.device_view(), dst.device_view());
+        let mut scratch = scratch.device_view_mut();
+        let n_rows = check_plan_inputs(stream, &src, &dst, n_ext, ghosts)?;
         if n_rows != self.n_rows || src.len() != self.n_edges {
             return Err(Error::InvalidInput(format!(
                 "the plan holds {} edges and {} rows but the new list has {} and {n_rows}",
@@ -194,10 +214,13 @@ impl DevicePlan {
             first_bad_dst: -1,
             first_bad_mapping: -1,
         };
-        stream.device().bind()?;
+        self.same_device_as(stream)?;
+        let _scope = stream.device().enter()?;
         // SAFETY: src/dst hold n_edges indices and the mapping n_ext (checked
-        // above), the outputs and scratch have the sizes the C entry point
-        // needs, all on the stream's device; the call validates every index
+        // above; views are live memory of their length by their
+        // constructors' contracts), the outputs and scratch have the sizes
+        // the C entry point needs, all on the stream's device (the plan's
+        // checked by same_device_as); the call validates every index
         // on the device itself and writes no output when one is bad.
         let status = unsafe {
             sys::hipkern_force_plan_build(
@@ -220,13 +243,24 @@ impl DevicePlan {
             )
         };
         if status == sys::HIPKERN_ERROR_INVALID_INDEX {
-            return Err(bad_index_error(src, dst, n_ext, ghosts, &report));
+            return Err(bad_index_error(&src, &dst, n_ext, ghosts, &report));
         }
         crate::runtime::check("hipkern_force_plan_build", status)
     }
 
+    /// The plan's device.
+    pub fn device(&self) -> &Device {
+        self.dst_order.device()
+    }
+
+    /// Refuses a stream of another device than the plan's.
+    fn same_device_as(&self, stream: &Stream) -> Result<()> {
+        same_device(stream, "plan", self.device())
+    }
+
     /// Downloads the plan (validated again by [`CsrPlan::from_parts`]).
     pub fn to_host(&self) -> Result<CsrPlan> {
+        let _scope = self.device().enter()?;
         CsrPlan::from_parts(
             self.n_edges,
             self.dst_order.to_vec()?,
@@ -240,8 +274,8 @@ impl DevicePlan {
 /// Lengths, devices and limits of a device plan build; returns the row count.
 fn check_plan_inputs<I: DeviceIndex>(
     stream: &Stream,
-    src: &DeviceBuffer<I>,
-    dst: &DeviceBuffer<I>,
+    src: &DeviceSlice<'_, I>,
+    dst: &DeviceSlice<'_, I>,
     n_ext: usize,
     ghosts: Option<DeviceGhostMapping<'_>>,
 ) -> Result<usize> {
@@ -282,7 +316,7 @@ fn check_plan_inputs<I: DeviceIndex>(
 }
 
 /// The value at one position of a device index array, for error messages.
-fn index_at<I: DeviceIndex>(buf: &DeviceBuffer<I>, at: usize) -> String {
+fn index_at<I: DeviceIndex>(buf: &DeviceSlice<'_, I>, at: usize) -> String {
     match buf.slice(at..at + 1).and_then(|s| s.to_vec()) {
         Ok(v) => v[0].to_i64().to_string(),
         Err(e) => format!("(unreadable: {e})"),
@@ -290,8 +324,8 @@ fn index_at<I: DeviceIndex>(buf: &DeviceBuffer<I>, at: usize) -> String {
 }
 
 fn bad_index_error<I: DeviceIndex>(
-    src: &DeviceBuffer<I>,
-    dst: &DeviceBuffer<I>,
+    src: &DeviceSlice<'_, I>,
+    dst: &DeviceSlice<'_, I>,
     n_ext: usize,
     ghosts: Option<DeviceGhostMapping<'_>>,
     report: &sys::hipkern_force_plan_report,
@@ -334,7 +368,7 @@ fn bad_index_error<I: DeviceIndex>(
             } else {
                 4
             };
-            match g.device.bind().and_then(|_| read(bytes)) {
+            match g.device.with_current(|| read(bytes)) {
                 Ok(v) => v.to_string(),
                 Err(e) => format!("(unreadable: {e})"),
             }
@@ -373,10 +407,10 @@ fn check_io<T: DeviceRepr, O: DeviceRepr>(
     stream: &Stream,
     n_edges: usize,
     n_rows: usize,
-    g: &DeviceBuffer<T>,
-    edge_vec: &DeviceBuffer<T>,
-    force: &DeviceBuffer<O>,
-    virial: &DeviceBuffer<O>,
+    g: &DeviceSlice<'_, T>,
+    edge_vec: &DeviceSlice<'_, T>,
+    force: &DeviceSliceMut<'_, O>,
+    virial: &DeviceSliceMut<'_, O>,
 ) -> Result<()> {
     let edges = format!("{n_edges} edges (E×3)");
     check_len("g", g.len(), 3 * n_edges, &edges)?;
@@ -410,30 +444,34 @@ fn check_io<T: DeviceRepr, O: DeviceRepr>(
 pub fn assemble_device_into<T: DeviceReal>(
     stream: &Stream,
     plan: &DevicePlan,
-    g: &DeviceBuffer<T>,
-    edge_vec: &DeviceBuffer<T>,
+    g: &(impl DeviceMemory<T> + ?Sized),
+    edge_vec: &(impl DeviceMemory<T> + ?Sized),
     split: VirialSplit,
-    force: &mut DeviceBuffer<f64>,
-    virial: &mut DeviceBuffer<f64>,
+    force: &mut (impl DeviceMemoryMut<f64> + ?Sized),
+    virial: &mut (impl DeviceMemoryMut<f64> + ?Sized),
 ) -> Result<()> {
+    let (g, edge_vec) = (g.device_view(), edge_vec.device_view());
+    let (mut force, mut virial) = (force.device_view_mut(), virial.device_view_mut());
     check_io(
         stream,
         plan.n_edges,
         plan.n_rows,
-        g,
-        edge_vec,
-        force,
-        virial,
+        &g,
+        &edge_vec,
+        &force,
+        &virial,
     )?;
-    same_device(stream, "plan", plan.dst_order.device())?;
-    // SAFETY: checked above: every buffer is live device memory of the
-    // length the call needs, on the stream's device.
+    plan.same_device_as(stream)?;
+    // SAFETY: checked above: every view has the length the call needs and
+    // is on the stream's device; a view is live device memory of its length
+    // (a buffer's by construction, a borrowed one by the contract of
+    // DeviceSlice::from_raw_parts / DeviceSliceMut::from_raw_parts_mut).
     unsafe {
         launch_assemble(
             stream,
             plan,
-            g,
-            edge_vec,
+            &g,
+            &edge_vec,
             split,
             sys::HIPKERN_DTYPE_F64,
             force.as_mut_ptr().cast(),
@@ -457,15 +495,15 @@ pub fn assemble_device_into<T: DeviceReal>(
 unsafe fn launch_assemble<T: DeviceReal>(
     stream: &Stream,
     plan: &DevicePlan,
-    g: &DeviceBuffer<T>,
-    edge_vec: &DeviceBuffer<T>,
+    g: &DeviceSlice<'_, T>,
+    edge_vec: &DeviceSlice<'_, T>,
     split: VirialSplit,
     out_dtype: sys::hipkern_dtype,
     force: *mut std::ffi::c_void,
     virial: *mut std::ffi::c_void,
     accum: *mut f64,
 ) -> Result<()> {
-    stream.device().bind()?;
+    let _scope = stream.device().enter()?;
     // SAFETY: the caller's contract (above).
     let status = unsafe {
         sys::hipkern_force_assemble(
@@ -497,21 +535,24 @@ unsafe fn launch_assemble<T: DeviceReal>(
 pub fn assemble_device_rounded_into<T: DeviceReal>(
     stream: &Stream,
     plan: &DevicePlan,
-    g: &DeviceBuffer<T>,
-    edge_vec: &DeviceBuffer<T>,
+    g: &(impl DeviceMemory<T> + ?Sized),
+    edge_vec: &(impl DeviceMemory<T> + ?Sized),
     split: VirialSplit,
-    accum: &mut DeviceBuffer<f64>,
-    force: &mut DeviceBuffer<T>,
-    virial: &mut DeviceBuffer<T>,
+    accum: &mut (impl DeviceMemoryMut<f64> + ?Sized),
+    force: &mut (impl DeviceMemoryMut<T> + ?Sized),
+    virial: &mut (impl DeviceMemoryMut<T> + ?Sized),
 ) -> Result<()> {
+    let (g, edge_vec) = (g.device_view(), edge_vec.device_view());
+    let mut accum = accum.device_view_mut();
+    let (mut force, mut virial) = (force.device_view_mut(), virial.device_view_mut());
     check_io(
         stream,
         plan.n_edges,
         plan.n_rows,
-        g,
-        edge_vec,
-        force,
-        virial,
+        &g,
+        &edge_vec,
+        &force,
+        &virial,
     )?;
     check_len(
         "accum",
@@ -520,15 +561,15 @@ pub fn assemble_device_rounded_into<T: DeviceReal>(
         &format!("{} rows (N×12)", plan.n_rows),
     )?;
     same_device(stream, "accum", accum.device())?;
-    same_device(stream, "plan", plan.dst_order.device())?;
+    plan.same_device_as(stream)?;
     // SAFETY: checked above, as in assemble_device_into; accum holds
     // n_rows × 12 doubles.
     unsafe {
         launch_assemble(
             stream,
             plan,
-            g,
-            edge_vec,
+            &g,
+            &edge_vec,
             split,
             T::DTYPE,
             force.as_mut_ptr().cast(),
@@ -542,11 +583,12 @@ pub fn assemble_device_rounded_into<T: DeviceReal>(
 pub fn assemble_device<T: DeviceReal>(
     stream: &Stream,
     plan: &DevicePlan,
-    g: &DeviceBuffer<T>,
-    edge_vec: &DeviceBuffer<T>,
+    g: &(impl DeviceMemory<T> + ?Sized),
+    edge_vec: &(impl DeviceMemory<T> + ?Sized),
     split: VirialSplit,
 ) -> Result<(DeviceBuffer<f64>, DeviceBuffer<f64>)> {
     let d = stream.device();
+    let _scope = d.enter()?;
     let mut force = d.alloc::<f64>(3 * plan.n_rows)?;
     let mut virial = d.alloc::<f64>(9 * plan.n_rows)?;
     assemble_device_into(stream, plan, g, edge_vec, split, &mut force, &mut virial)?;
@@ -570,6 +612,7 @@ impl DeviceEdges {
         ghosts: Option<GhostMapping<'_>>,
     ) -> Result<DeviceEdges> {
         let (dst_keys, src_keys, n_rows) = validated_keys(src, dst, n_ext, ghosts)?;
+        let _scope = device.enter()?;
         Ok(DeviceEdges {
             n_rows,
             src: device.htod_copy(&src_keys)?,
@@ -590,17 +633,22 @@ impl DeviceEdges {
 pub fn assemble_atomic_device_into<T: DeviceReal>(
     stream: &Stream,
     edges: &DeviceEdges,
-    g: &DeviceBuffer<T>,
-    edge_vec: &DeviceBuffer<T>,
+    g: &(impl DeviceMemory<T> + ?Sized),
+    edge_vec: &(impl DeviceMemory<T> + ?Sized),
     split: VirialSplit,
-    outer: &mut DeviceBuffer<T>,
-    force: &mut DeviceBuffer<T>,
-    virial: &mut DeviceBuffer<T>,
+    outer: &mut (impl DeviceMemoryMut<T> + ?Sized),
+    force: &mut (impl DeviceMemoryMut<T> + ?Sized),
+    virial: &mut (impl DeviceMemoryMut<T> + ?Sized),
 ) -> Result<()> {
+    let (g, edge_vec) = (g.device_view(), edge_vec.device_view());
+    let mut outer = outer.device_view_mut();
+    let (mut force, mut virial) = (force.device_view_mut(), virial.device_view_mut());
     let e = edges.src.len();
-    check_io(stream, e, edges.n_rows, g, edge_vec, force, virial)?;
+    check_io(stream, e, edges.n_rows, &g, &edge_vec, &force, &virial)?;
     check_len("outer", outer.len(), 9 * e, &format!("{e} edges (E×9)"))?;
-    stream.device().bind()?;
+    same_device(stream, "outer", outer.device())?;
+    same_device(stream, "edges", edges.src.device())?;
+    let _scope = stream.device().enter()?;
     // SAFETY: lengths and devices checked above; indices validated on the host before upload.
     let status = unsafe {
         sys::hipkern_force_assemble_atomic(
@@ -649,6 +697,7 @@ impl DeviceFrames {
         }
         let n_frames = n_rows / frame_size;
         let row_ptr: Vec<i32> = (0..=n_frames).map(|k| (k * frame_size) as i32).collect();
+        let _scope = device.enter()?;
         Ok(DeviceFrames {
             n_rows,
             n_frames,
@@ -663,12 +712,13 @@ impl DeviceFrames {
     /// written). Synchronizes `stream`.
     pub fn by_ids<I: DeviceIndex>(
         stream: &Stream,
-        frame_of: &DeviceBuffer<I>,
+        frame_of: &(impl DeviceMemory<I> + ?Sized),
         n_frames: usize,
     ) -> Result<DeviceFrames> {
+        let frame_of = frame_of.device_view();
         // Keys = frame ids: dst_order lists each frame's rows in row order.
-        let plan =
-            DevicePlan::build(stream, frame_of, frame_of, n_frames, None).map_err(|e| match e {
+        let plan = DevicePlan::build(stream, &frame_of, &frame_of, n_frames, None).map_err(
+            |e| match e {
                 Error::InvalidInput(m) => Error::InvalidInput(
                     m.replacen("src[", "frame_of[", 1)
                         .replacen("dst[", "frame_of[", 1)
@@ -676,7 +726,8 @@ impl DeviceFrames {
                         .replacen("src has", "frame_of has", 1),
                 ),
                 other => other,
-            })?;
+            },
+        )?;
         Ok(DeviceFrames {
             n_rows: frame_of.len(),
             n_frames,
@@ -700,13 +751,19 @@ impl DeviceFrames {
 /// float64, as the assembly writes it): `frame_virial` gets `n_frames × 9`,
 /// and `frame_voigt`, when given, `n_frames × 6` in LAMMPS' order (xx, yy,
 /// zz, xy, xz, yz). Fixed-order float64 sums: bitwise reproducible.
+///
+/// `frame_voigt` is a trait object so that `None` needs no type: pass
+/// `Some(&mut buffer)` or `Some(&mut view)`.
 pub fn frame_virials_device_into(
     stream: &Stream,
-    virial: &DeviceBuffer<f64>,
+    virial: &(impl DeviceMemory<f64> + ?Sized),
     frames: &DeviceFrames,
-    frame_virial: &mut DeviceBuffer<f64>,
-    frame_voigt: Option<&mut DeviceBuffer<f64>>,
+    frame_virial: &mut (impl DeviceMemoryMut<f64> + ?Sized),
+    frame_voigt: Option<&mut dyn DeviceMemoryMut<f64>>,
 ) -> Result<()> {
+    let virial = virial.device_view();
+    let mut frame_virial = frame_virial.device_view_mut();
+    let mut frame_voigt = frame_voigt.map(|v| v.device_view_mut());
     check_len(
         "virial",
         virial.len(),
@@ -723,7 +780,7 @@ pub fn frame_virials_device_into(
     same_device(stream, "virial", virial.device())?;
     same_device(stream, "frame_virial", frame_virial.device())?;
     same_device(stream, "frames", frames.row_ptr.device())?;
-    let voigt_ptr = match frame_voigt {
+    let voigt_ptr = match frame_voigt.as_mut() {
         Some(v) => {
             check_len(
                 "frame_voigt",
@@ -736,7 +793,7 @@ pub fn frame_virials_device_into(
         }
         None => std::ptr::null_mut(),
     };
-    stream.device().bind()?;
+    let _scope = stream.device().enter()?;
     // SAFETY: virial holds n_rows × 9 doubles, row_ptr n_frames + 1
     // offsets in [0, n_rows] (made by by_size or by the validated plan
     // build), rows (when present) n_rows row ids, the outputs the sizes

@@ -164,7 +164,9 @@ use super::list1_tiling::{lanes_busy, tile_targets};
 use super::orbit::OrbitDescriptors;
 use super::reduced::ReducedTable;
 use super::table::NearFieldTable;
-use crate::runtime::{check, Device, DeviceBuffer, DeviceRepr, Error, Result, Stream};
+use crate::runtime::{
+    check, Device, DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr, Error, Result, Stream,
+};
 use hipkern_sys as sys;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -1225,6 +1227,7 @@ impl List1Evaluator {
     /// Uploads `payload` to `device` (synchronously). The target batch size
     /// starts at [`DEFAULT_TARGET_BATCH_SIZE`].
     pub fn new(device: &Device, payload: &List1Payload) -> Result<List1Evaluator> {
+        let _scope = device.enter()?;
         let values = upload(device, &payload.values)?;
         let normalizers = upload(device, &payload.normalizers)?;
         let addressing = match &payload.addressing {
@@ -1259,9 +1262,9 @@ impl List1Evaluator {
                 },
             },
         };
-        device.bind()?;
         let mut available = 0i32;
-        // SAFETY: a valid out-pointer; the call reads the bound device.
+        // SAFETY: a valid out-pointer; the call reads the current device,
+        // made `device` by the scope above.
         check("hipkern_list1_tiled_tensor_cores", unsafe {
             sys::hipkern_list1_tiled_tensor_cores(&mut available)
         })?;
@@ -1518,6 +1521,7 @@ impl List1Evaluator {
     /// uploads them for this evaluator (synchronously).
     pub fn plan(&self, boxes: &List1Boxes<'_>) -> Result<List1DevicePlan> {
         let hp = self.meta.check(boxes, None)?;
+        let _scope = self.device.enter()?;
         self.upload_plan(&hp)
     }
 
@@ -1669,7 +1673,7 @@ impl List1Evaluator {
         let mut values = d.alloc::<f64>(distinct.len() * nq * nq)?;
         let stream = d.new_stream()?;
         let t = self.raw_table();
-        d.bind()?;
+        let _scope = d.enter()?;
         // SAFETY: the evaluator's table (live buffers, checked at upload),
         // `distinct.len()` keys below n_tables · n_cases on the device and
         // room for as many q^d × q^d matrices; synchronized before the
@@ -1713,13 +1717,19 @@ impl List1Evaluator {
     /// The case-grouped schedule writes the pair products into the plan's
     /// scratch (allocated here the first time): evaluations of one plan on
     /// different streams must be ordered by the caller, as for `out`.
+    ///
+    /// `source_values` and `out` may be buffers or views (another
+    /// library's memory borrowed with
+    /// [`DeviceSlice::from_raw_parts`](crate::runtime::DeviceSlice::from_raw_parts)).
     pub fn evaluate_into(
         &self,
         stream: &Stream,
         plan: &mut List1DevicePlan,
-        source_values: &DeviceBuffer<f64>,
-        out: &mut DeviceBuffer<f64>,
+        source_values: &(impl DeviceMemory<f64> + ?Sized),
+        out: &mut (impl DeviceMemoryMut<f64> + ?Sized),
     ) -> Result<()> {
+        let source_values = source_values.device_view();
+        let mut out = out.device_view_mut();
         if plan.evaluator != self.id {
             return bad(
                 "the plan was made by another evaluator (its level scalings belong to that \
@@ -1746,8 +1756,11 @@ impl List1Evaluator {
                 plan.n_targets
             ));
         }
-        // SAFETY: every pointer is a live device buffer of this device with
-        // the length the descriptors say (checked above and at upload); the
+        let _scope = self.device.enter()?;
+        // SAFETY: every pointer is live device memory of this device with
+        // the length the descriptors say (checked above and at upload; a
+        // view is live memory of its length by its constructor's
+        // contract); the
         // plan's indices were validated on the host (box ids < n_boxes, case
         // ids < n_cases, levels < n_levels, tables < n_tables), and the
         // descriptors come from OrbitDescriptors / FallbackDescriptors of
@@ -1894,7 +1907,7 @@ impl List1Evaluator {
     ) -> Result<()> {
         let t = self.raw_table();
         let p = plan.raw_pairs();
-        self.device.bind()?;
+        let _scope = self.device.enter()?;
         // SAFETY: the caller's contract (see above); the structs live
         // across the call, which copies them into the launch.
         let status = unsafe {
@@ -1920,7 +1933,7 @@ impl List1Evaluator {
             Some(b) => b.as_mut_ptr(),
             None => return bad("the grouped schedule's scratch is missing".into()),
         };
-        self.device.bind()?;
+        let _scope = self.device.enter()?;
         for ch in &g.chunks {
             let groups = sys::hipkern_list1_groups {
                 target_begin: ch.targets.start as i64,
@@ -1970,7 +1983,7 @@ impl List1Evaluator {
         };
         let t = self.raw_table();
         let p = plan.raw_pairs();
-        self.device.bind()?;
+        let _scope = self.device.enter()?;
         // SAFETY: the caller's contract; the structs live across the call,
         // which copies them into the launch.
         let status =
@@ -1989,6 +2002,7 @@ impl List1Evaluator {
         source_values: &[f64],
     ) -> Result<Vec<f64>> {
         let hp = self.meta.check(boxes, Some(source_values))?;
+        let _scope = self.device.enter()?;
         let mut plan = self.upload_plan(&hp)?;
         self.evaluate_plan(stream, &mut plan, source_values)
     }
@@ -2003,6 +2017,7 @@ impl List1Evaluator {
     ) -> Result<Vec<f64>> {
         check_source_values(source_values, plan.n_boxes, self.meta.nq)?;
         self.same_device("the stream", stream.device().ordinal())?;
+        let _scope = self.device.enter()?;
         let f = upload(&self.device, source_values)?;
         let mut out = self.device.alloc::<f64>(plan.n_targets * self.meta.nq)?;
         self.evaluate_into(stream, plan, &f, &mut out)?;

@@ -57,6 +57,9 @@
 //! buffer). The tile modes wait for each chunk's binning pass (its totals
 //! decide the launch size, the capacity check and the adaptive choice).
 //! Every host↔device copy of the image is ordered on the compute stream.
+//!
+//! Every call makes the sink's device current for its own length and
+//! restores the caller's current device (see [`crate::runtime`]).
 use super::binning::{bin_chunk, tile_count, TileTask};
 use super::event::StarEvent;
 use super::image::HdrImage;
@@ -99,7 +102,7 @@ impl Pinned {
             needed_bytes: bytes,
             available_bytes: None,
         })?;
-        device.bind()?;
+        let _scope = device.enter()?;
         let mut raw = std::ptr::null_mut();
         // SAFETY: valid out-pointer; `bytes` is len·8, computed with
         // checked arithmetic above.
@@ -134,7 +137,7 @@ impl Pinned {
 
 impl Drop for Pinned {
     fn drop(&mut self) {
-        let r = self.device.bind().and_then(|_| {
+        let r = self.device.with_current(|| {
             // SAFETY: ptr came from hipkern_malloc_host and is freed once;
             // the sink synchronized its streams before dropping (no copy
             // still reads it).
@@ -504,6 +507,7 @@ impl DeviceSinkBuilder {
                 self.thresholds.tile
             )));
         }
+        let _scope = device.enter()?;
         let scratch = match self.mode.tile(&self.thresholds) {
             Some(t) => Some(TileScratch::new(device, &self.limits, t, width, height)?),
             None => None,
@@ -771,6 +775,7 @@ impl DeviceSink {
                 return Err(cache_refusal(e, i));
             }
         }
+        let _scope = self.device.enter()?;
         for (k, chunk) in events.chunks(CHUNK_EVENTS).enumerate() {
             self.launch_or_sync(chunk, k * CHUNK_EVENTS)?;
             self.host_stats.events += chunk.len() as u64;
@@ -795,6 +800,7 @@ impl DeviceSink {
                 return Err(direct_refusal(e, i));
             }
         }
+        let _scope = self.device.enter()?;
         let mut n_direct = 0;
         for (k, chunk) in events.chunks(CHUNK_EVENTS).enumerate() {
             let (cached, direct): (Vec<StarEvent>, Vec<StarEvent>) = chunk
@@ -828,6 +834,7 @@ impl DeviceSink {
     /// Waits for everything queued, checks the device's verdict and brings
     /// the counters (and the profile) up to date.
     pub fn sync(&mut self) -> Result<()> {
+        let _scope = self.device.enter()?;
         self.stream.synchronize()?;
         let words = self.read_words()?;
         if words[REPORT] != REPORT_NONE {
@@ -848,6 +855,7 @@ impl DeviceSink {
         let mut data = filled_vec(w * h * 3, f64::NAN, &|| {
             format!("the host copy of the {w}×{h} float64 RGB image")
         })?;
+        let _scope = self.device.enter()?;
         self.download(&mut data)?;
         HdrImage::from_data(self.width, self.height, data)
     }
@@ -857,6 +865,7 @@ impl DeviceSink {
     /// fastest way out (a pageable download of a 4K image takes 3–6× as
     /// long). The slice is height × width × 3, row-major.
     pub fn finish_pinned(&mut self) -> Result<&[f64]> {
+        let _scope = self.device.enter()?;
         if self.pinned_image.is_none() {
             let mut p = Pinned::new(&self.device, self.width * self.height * 3)?;
             p.as_mut_slice().fill(f64::NAN);
@@ -881,6 +890,7 @@ impl DeviceSink {
     /// Back to a black image and zero counters, chunk log, peaks and
     /// timings, keeping every buffer (for repeated replays).
     pub fn reset(&mut self) -> Result<()> {
+        let _scope = self.device.enter()?;
         self.sync()?;
         self.stream.fill(&mut self.image.as_slice_mut(), 0.0f64)?;
         self.stream.synchronize()?;
@@ -909,6 +919,7 @@ impl DeviceSink {
                 self.height
             )));
         }
+        let _scope = self.device.enter()?;
         self.upload(image.data())
     }
 
@@ -1014,7 +1025,7 @@ impl DeviceSink {
     /// `hipkern_psf_splat_atomic` (and with `count`, `hipkern_psf_count`)
     /// on the events of `slot`.
     fn splat_atomic(&mut self, slot: usize, n: usize, count: bool) -> Result<()> {
-        self.device.bind()?;
+        let _scope = self.device.enter()?;
         let words = self.words.as_mut_ptr();
         let events = self.slots[slot].events.as_ptr();
         // SAFETY: `events` holds n·7 float64 of this chunk (uploaded before
@@ -1072,7 +1083,7 @@ impl DeviceSink {
         let raw = sc.raw(&mut self.words);
         let events = self.slots[slot].events.as_ptr();
         let start = self.mark()?;
-        self.device.bind()?;
+        let _scope = self.device.enter()?;
         // SAFETY: `events` holds the chunk's len·7 float64 (uploaded before
         // this stream's kernels, by the wait in `stage`); `raw` points into
         // this sink's scratch and word buffers, sized as the header says
@@ -1196,7 +1207,7 @@ impl DeviceSink {
         let sc = self.scratch.as_mut().expect("tile modes have scratch");
         let raw = sc.raw(&mut self.words);
         let start = self.mark()?;
-        self.device.bind()?;
+        let _scope = self.device.enter()?;
         // SAFETY: as for the binning pass; with host lists, `tile_ends`,
         // `references` and `tasks` hold the uploaded lists (checked against
         // the capacities above), whose references index this chunk's

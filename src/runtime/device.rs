@@ -40,17 +40,23 @@ pub(crate) struct DeviceInner {
 
 /// One GPU. Cheap to clone (an `Arc`); buffers and streams keep theirs alive.
 ///
-/// Nothing is global: every operation binds this device on the calling
-/// thread first (`hipSetDevice`), so a process may hold one `Device` per GPU
-/// and use them from any threads.
+/// Nothing is global: every operation makes this device current on the
+/// calling thread for its own length only (`hipGetDevice`, and
+/// `hipSetDevice` when another device is current) and restores the
+/// caller's current device before it returns, so a process may hold one
+/// `Device` per GPU, use them from any threads, and mix hipkern with its
+/// own HIP/CUDA calls without hipkern changing the device those calls go
+/// to. [`Device::bind`] is the one call that changes the thread's current
+/// device on purpose.
 #[derive(Clone)]
 pub struct Device {
     pub(crate) inner: Arc<DeviceInner>,
 }
 
 // Send/Sync: the handle is an ordinal, immutable properties and a Mutex.
-// The HIP/CUDA runtime API is thread-safe, and each call re-binds the
-// ordinal on its own thread, so no state is shared across threads unsafely.
+// The HIP/CUDA runtime API is thread-safe, and each call makes the ordinal
+// current on its own thread (DeviceScope), so no state is shared across
+// threads unsafely.
 // (Arc<DeviceInner> is already Send + Sync; this comment records why that is
 // sound for the runtime, too.)
 
@@ -228,15 +234,16 @@ impl Device {
                 platform: platform(),
             });
         }
-        let dev = Device {
+        // No hipSetDevice here: opening a device leaves the thread's
+        // current device as it was (the first call on it makes it current
+        // for its own length).
+        Ok(Device {
             inner: Arc::new(DeviceInner {
                 ordinal: ord,
                 props,
                 free_errors: Mutex::new(Vec::new()),
             }),
-        };
-        dev.bind()?;
-        Ok(dev)
+        })
     }
 
     /// The ordinal.
@@ -249,7 +256,16 @@ impl Device {
         &self.inner.props
     }
 
-    /// Makes this device current on the calling thread.
+    /// Makes this device current on the calling thread (`hipSetDevice` /
+    /// `cudaSetDevice`) and leaves it so: the one call of hipkern that
+    /// changes the thread's current device on purpose. Every other call
+    /// makes its device current for its own length only and restores the
+    /// caller's. Useful before the caller's own runtime calls, and on a
+    /// thread (or an MPI rank) that works with one device only: bound
+    /// once, hipkern's calls find their device current and never switch
+    /// (on CUDA, restoring a thread's default device 0 would otherwise
+    /// create device 0's primary context in a process that never used
+    /// it).
     pub fn bind(&self) -> Result<()> {
         // SAFETY: plain call with an ordinal checked at construction.
         check("hipkern_set_device", unsafe {
@@ -257,9 +273,38 @@ impl Device {
         })
     }
 
+    /// Makes this device current on the calling thread until the returned
+    /// scope is dropped, which restores the device that was current
+    /// before. Switches only when another device is current (one
+    /// `hipGetDevice` otherwise), so nested scopes of one device cost one
+    /// query each. A failed restore is recorded with
+    /// [`Device::take_free_errors`] (a drop cannot return it), never
+    /// panicked.
+    pub(crate) fn enter(&self) -> Result<DeviceScope> {
+        let mut current = -1;
+        // SAFETY: `current` is a valid out-pointer.
+        check("hipkern_get_device", unsafe {
+            sys::hipkern_get_device(&mut current)
+        })?;
+        if current == self.inner.ordinal {
+            return Ok(DeviceScope { restore: None });
+        }
+        self.bind()?;
+        Ok(DeviceScope {
+            restore: Some((current, self.clone())),
+        })
+    }
+
+    /// Runs `f` with this device current ([`Device::enter`]), the caller's
+    /// current device restored afterwards.
+    pub(crate) fn with_current<R>(&self, f: impl FnOnce() -> Result<R>) -> Result<R> {
+        let _scope = self.enter()?;
+        f()
+    }
+
     /// Free and total memory in bytes.
     pub fn memory_info(&self) -> Result<(usize, usize)> {
-        self.bind()?;
+        let _scope = self.enter()?;
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: valid out-pointers.
         check("hipkern_mem_get_info", unsafe {
@@ -270,7 +315,7 @@ impl Device {
 
     /// Waits for all work on this device.
     pub fn synchronize(&self) -> Result<()> {
-        self.bind()?;
+        let _scope = self.enter()?;
         // SAFETY: plain call.
         check("hipkern_device_synchronize", unsafe {
             sys::hipkern_device_synchronize()
@@ -302,7 +347,9 @@ impl Device {
         Ok(b)
     }
 
-    /// Errors that frees in `Drop` met since the last call (normally none).
+    /// Errors that frees in `Drop` met since the last call (normally none),
+    /// and failures to restore the caller's current device after a call
+    /// (which cannot return them either).
     pub fn take_free_errors(&self) -> Vec<Error> {
         std::mem::take(
             &mut *self
@@ -319,5 +366,55 @@ impl Device {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .push(e);
+    }
+}
+
+#[cfg(test)]
+impl Device {
+    /// A handle no runtime call has checked, for unit tests of host-side
+    /// validation only (never passed to a runtime call).
+    pub(crate) fn detached_for_tests(ordinal: i32) -> Device {
+        Device {
+            inner: Arc::new(DeviceInner {
+                ordinal,
+                props: DeviceProperties {
+                    name: "test".into(),
+                    arch_name: "none".into(),
+                    total_memory: 0,
+                    multiprocessors: 0,
+                    warp_size: 0,
+                    major: 0,
+                    minor: 0,
+                    shared_mem_per_block: 0,
+                    max_threads_per_block: 0,
+                    pci_bus_id: 0,
+                },
+                free_errors: Mutex::new(Vec::new()),
+            }),
+        }
+    }
+}
+
+/// The calling thread's current device switched for the length of one
+/// call ([`Device::enter`]); dropping it switches back.
+#[must_use = "the device is current only while the scope lives"]
+pub(crate) struct DeviceScope {
+    /// The device current before, and the device whose free errors
+    /// record a failed restore; `None` when nothing was switched.
+    restore: Option<(i32, Device)>,
+}
+
+impl Drop for DeviceScope {
+    fn drop(&mut self) {
+        if let Some((previous, device)) = self.restore.take() {
+            // SAFETY: plain call; `previous` is the ordinal the runtime
+            // itself reported as current.
+            let r = check("hipkern_set_device", unsafe {
+                sys::hipkern_set_device(previous)
+            });
+            if let Err(e) = r {
+                device.record_free_error(e);
+            }
+        }
     }
 }

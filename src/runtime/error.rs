@@ -5,7 +5,11 @@ use std::fmt;
 /// Everything that can go wrong in hipkern. Runtime failures carry the
 /// runtime's own code, name and message (`hipGetErrorName` /
 /// `hipGetErrorString`, or their CUDA equivalents on NVIDIA).
+///
+/// Non-exhaustive: later versions may add variants, so a `match` outside
+/// this crate needs a wildcard arm.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Error {
     /// The crate was built for the `cpu` platform: no device code exists.
     NoToolchain {
