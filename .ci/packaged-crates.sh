@@ -13,18 +13,29 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 dirty=()
-if [ "${1:-}" = --allow-dirty ]; then dirty=(--allow-dirty); shift; fi
-[ $# -gt 0 ] || { echo "usage: $0 [--allow-dirty] cpu|nvidia ..." >&2; exit 2; }
+publish=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --allow-dirty) dirty=(--allow-dirty); shift ;;
+    # The .crate files of an earlier run of this script are reused.
+    --skip-publish) publish=0; shift ;;
+    *) break ;;
+  esac
+done
+[ $# -gt 0 ] || { echo "usage: $0 [--allow-dirty] [--skip-publish] cpu|nvidia ..." >&2; exit 2; }
 export CARGO_TARGET_DIR="$ROOT/${CARGO_TARGET_DIR:-target/ci-package}"
 version="$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -1)"
 crates="$CARGO_TARGET_DIR/package"
 scratch="$CARGO_TARGET_DIR/packaged"
 
-echo "--- cargo publish --dry-run --workspace (hipkern-sys and hipkern $version)"
-HIPKERN_PLATFORM=cpu cargo publish --dry-run --workspace "${dirty[@]}"
-# The same .crate files where `cargo package` puts them (verified above).
-cargo package --workspace --no-verify "${dirty[@]}"
+if [ $publish = 1 ]; then
+  echo "--- cargo publish --dry-run --workspace (hipkern-sys and hipkern $version)"
+  HIPKERN_PLATFORM=cpu cargo publish --dry-run --workspace "${dirty[@]}"
+  # The same .crate files where `cargo package` puts them (verified above).
+  cargo package --workspace --no-verify "${dirty[@]}"
+fi
 
+scratch="$scratch-$(echo "$@" | tr ' ' -)"
 rm -rf "$scratch"
 mkdir -p "$scratch/crates"
 for c in hipkern-sys hipkern; do
@@ -66,7 +77,7 @@ for platform in "$@"; do
       (
         # shellcheck disable=SC1091
         . "$ROOT/.toolchain/env-nvidia.sh"
-        CARGO_TARGET_DIR="$CARGO_TARGET_DIR/nvidia" cargo run | tee "$scratch/nvidia.out"
+        CARGO_TARGET_DIR="$CARGO_TARGET_DIR/nvidia" cargo run 2>&1 | tee "$scratch/nvidia.out"
       )
       grep -q "^hipkern-sys platform: nvidia$" "$scratch/nvidia.out"
       ;;
