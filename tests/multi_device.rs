@@ -17,6 +17,7 @@
 //! on device 0. GPU tests (`gpu_*`) are ignored on the cpu platform.
 mod common;
 use common::edge_system;
+use common::{check_close, current_device};
 use hipkern::force::{assemble_device_into, assemble_reference_f64, DevicePlan, VirialSplit};
 use hipkern::nearfield::{
     evaluate_list1, BalancedTree, DenseOrbits, EntryQuadrature, Kernel, List1Evaluator,
@@ -29,28 +30,6 @@ use std::sync::Arc;
 
 /// The List 1 tolerance (relative, max-norm), as tests/nearfield_list1_device.rs.
 const LIST1_TOL: f64 = 1e-13;
-
-/// The calling thread's current device, as the C ABI reports it.
-fn current_device() -> i32 {
-    let mut d = -1;
-    // SAFETY: a valid out-pointer.
-    let rc = unsafe { hipkern_sys::hipkern_get_device(&mut d) };
-    assert_eq!(rc, 0, "hipkern_get_device");
-    d
-}
-
-/// Per element: finite, and |a − b| ≤ rel·(|b| + max|ref|).
-fn check_close(what: &str, got: &[f64], want: &[f64], rel: f64) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    for (i, (a, b)) in got.iter().zip(want).enumerate() {
-        assert!(a.is_finite(), "{what}[{i}] = {a} (unwritten or poisoned)");
-        assert!(
-            (a - b).abs() <= rel * (b.abs() + scale),
-            "{what}[{i}]: {a} vs {b}"
-        );
-    }
-}
 
 /// The force plan built on the device from a random graph, and the
 /// float64 assembly into poisoned outputs, against the CPU reference.

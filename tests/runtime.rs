@@ -12,6 +12,7 @@ use hipkern::runtime::{
 use std::ffi::c_void;
 
 mod common;
+use common::{check_close, current_device};
 
 /// Whether this machine has a usable device (only the GPU tests care).
 fn gpu() -> Device {
@@ -499,15 +500,6 @@ fn runtime_versions_are_spelled_out_and_the_build_reports_its_own() {
 
 // ---- interop: the caller's current device, borrowed handles and memory ----
 
-/// The calling thread's current device, as the C ABI reports it.
-fn current_device() -> i32 {
-    let mut d = -1;
-    // SAFETY: a valid out-pointer.
-    let rc = unsafe { hipkern_sys::hipkern_get_device(&mut d) };
-    assert_eq!(rc, 0, "hipkern_get_device");
-    d
-}
-
 /// `f()`, asserting that it leaves the thread's current device at `want`.
 fn unchanged<R>(want: i32, what: &str, f: impl FnOnce() -> R) -> R {
     let r = f();
@@ -564,19 +556,6 @@ impl CAlloc {
         // SAFETY: ptr came from hipkern_malloc and is freed once, here.
         let rc = unsafe { hipkern_sys::hipkern_free(self.ptr) };
         assert_eq!(rc, 0, "hipkern_free of memory hipkern only borrowed");
-    }
-}
-
-/// Per element: finite, and |a − b| ≤ rel·(|b| + max|ref|).
-fn check_close(what: &str, got: &[f64], want: &[f64], rel: f64) {
-    assert_eq!(got.len(), want.len(), "{what}: lengths");
-    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
-    for (i, (a, b)) in got.iter().zip(want).enumerate() {
-        assert!(a.is_finite(), "{what}[{i}] = {a} (unwritten or poisoned)");
-        assert!(
-            (a - b).abs() <= rel * (b.abs() + scale),
-            "{what}[{i}]: {a} vs {b}"
-        );
     }
 }
 

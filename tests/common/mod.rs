@@ -54,3 +54,27 @@ pub fn check_no_device_contract() -> i32 {
         hipkern_sys::HIPKERN_ERROR_INVALID_ARGUMENT
     }
 }
+
+/// The calling thread's current device, as the C ABI reports it.
+#[allow(dead_code)] // not every test binary that includes this module calls it
+pub fn current_device() -> i32 {
+    let mut d = -1;
+    // SAFETY: a valid out-pointer.
+    let rc = unsafe { hipkern_sys::hipkern_get_device(&mut d) };
+    assert_eq!(rc, 0, "hipkern_get_device");
+    d
+}
+
+/// Per element: finite, and |a − b| ≤ rel·(|b| + max|ref|).
+#[allow(dead_code)] // not every test binary that includes this module calls it
+pub fn check_close(what: &str, got: &[f64], want: &[f64], rel: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    for (i, (a, b)) in got.iter().zip(want).enumerate() {
+        assert!(a.is_finite(), "{what}[{i}] = {a} (unwritten or poisoned)");
+        assert!(
+            (a - b).abs() <= rel * (b.abs() + scale),
+            "{what}[{i}]: {a} vs {b}"
+        );
+    }
+}
