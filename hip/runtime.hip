@@ -220,11 +220,13 @@ int32_t hipkern_stream_destroy(void *stream) {
 }
 
 int32_t hipkern_stream_synchronize(void *stream) {
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   HK_RT(hipStreamSynchronize(static_cast<hipStream_t>(stream)));
 }
 
 int32_t hipkern_stream_wait_event(void *stream, void *event) {
   if (!event) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   HK_RT(hipStreamWaitEvent(static_cast<hipStream_t>(stream), static_cast<hipEvent_t>(event), 0));
 }
 
@@ -243,6 +245,7 @@ int32_t hipkern_event_destroy(void *event) {
 
 int32_t hipkern_event_record(void *event, void *stream) {
   if (!event) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   HK_RT(hipEventRecord(static_cast<hipEvent_t>(event), static_cast<hipStream_t>(stream)));
 }
 
