@@ -1,5 +1,6 @@
 //! List 1 evaluator benchmark (device events, warm-up, median of many
-//! runs, min..max spread), SPEC §6 and §8: the dense layout is the peer.
+//! runs, min..max spread; docs/design/list1.md, docs/design/program.md#benchmarks):
+//! the dense layout is the peer.
 //!
 //! Configurations: 3D Laplace q = 3 and q = 4 on the uniform octree of
 //! level 5 (32768 leaves) and on a random 2:1-balanced adaptive octree of

@@ -1,4 +1,4 @@
-//! PSF sink benchmark (SPEC §7, issue "PSF sink part 2"): every fixture ×
+//! PSF sink benchmark (docs/design/psf.md, issue "PSF sink part 2"): every fixture ×
 //! {atomic, tile16, tile32, adaptive, tile16 with host binning, tile32 with
 //! host binning}.
 //!
@@ -11,7 +11,7 @@
 //!   binning pass, tile accumulation, atomic splats, and host binning (wall
 //!   clock) summed over the chunks; median of 15;
 //! - the image checked once against the row-parallel CPU float64 sink
-//!   (SPEC §7's acceptance), stats compared exactly;
+//!   (the acceptance of docs/design/psf.md#acceptance), stats compared exactly;
 //! - scratch: the peak bytes per buffer; the chunks' modes and centre-tile
 //!   densities (events per occupied 32×32 centre tile).
 //!
@@ -133,7 +133,8 @@ fn main() {
         let mut rows: Vec<(&str, Row)> = Vec::new();
         let mut download_ms = 0.0;
         for (label, mode, binning) in CONFIGS {
-            // adaptive: the defaults; adaptive-spec: SPEC §7's thresholds.
+            // adaptive: the defaults; adaptive-spec: the original thresholds
+            // (docs/design/psf.md#adaptive).
             let thresholds = if label == "adaptive-spec" {
                 AdaptiveThresholds::SPEC
             } else {

@@ -1,4 +1,4 @@
-//! Force/virial assembly (SPEC §4) with the safe API, on a small generated
+//! Force/virial assembly (`docs/design/force.md`) with the safe API, on a small generated
 //! system: a few frames of atoms in a box, a neighbour list within each
 //! frame, per-edge gradients of a Gaussian pair energy.
 //!

@@ -1,4 +1,5 @@
-//! Near-field tables and List 1 (SPEC §5, §6) with the safe API: a 3D
+//! Near-field tables and List 1 (`docs/design/nearfield.md`,
+//! `docs/design/list1.md`) with the safe API: a 3D
 //! Laplace q = 3 table built from its symmetry representatives only
 //! (`ReducedTable`, about a second), its dense reconstruction
 //! (`NearFieldTable`), a random 2:1-balanced octree (`BalancedTree`) and a

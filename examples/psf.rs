@@ -1,4 +1,4 @@
-//! The PSF sink (SPEC §7) with the safe API: a Moffat PSF (FWHM 2.7,
+//! The PSF sink (`docs/design/psf.md`) with the safe API: a Moffat PSF (FWHM 2.7,
 //! β 4.5, tail 1e−8: support 45.85 px), a phase cache of P = 16 intervals
 //! per axis (a small one: 289 stamps, 21 MB; the default P = 64 is 305 MB),
 //! and a few thousand seeded star events on a 640 × 480 RGB float64 image,
@@ -7,7 +7,8 @@
 //!
 //! The serial float64 CPU sink is the reference. With a device
 //! (`Device::new(0)` succeeds) the device sink (`DeviceSink`, `atomic`
-//! mode) renders the same events and is checked with SPEC §7's acceptance
+//! mode) renders the same events and is checked with the acceptance of
+//! `docs/design/psf.md#acceptance`
 //! (every value finite, the same zero pattern, max_rel < 1e−10, max_abs <
 //! 1e−10 × peak, R/G/B/Y totals within 1e−10). Without one, the
 //! row-parallel CPU sink is checked against the serial one the same way.
@@ -29,7 +30,7 @@ const WIDTH: usize = 640;
 const HEIGHT: usize = 480;
 const EVENTS: usize = 3000;
 const PHASES: usize = 16;
-/// SPEC §7's acceptance tolerance.
+/// The acceptance tolerance (`docs/design/psf.md#acceptance`).
 const TOL: f64 = 1e-10;
 
 /// Seeded events: positions mostly inside, a tenth within 60 px outside the
@@ -52,7 +53,7 @@ fn events(rng: &mut SplitMix64, support: f64) -> Vec<StarEvent> {
         .collect()
 }
 
-/// Prints SPEC §7's comparison of `got` with `want`; true when it holds.
+/// Prints the acceptance's comparison of `got` with `want`; true when it holds.
 fn report(what: &str, got: &HdrImage, want: &HdrImage) -> Result<bool> {
     let c = got.compare(want)?;
     let verdict = c.accept(TOL);

@@ -1,4 +1,4 @@
-// Force / virial assembly from per-edge gradients (SPEC §4).
+// Force / virial assembly from per-edge gradients (docs/design/force.md).
 //
 // hipkern_force_assemble: two segment-reduction launches over a CSR plan
 // (dst order, then src order), each output row owned by one group of lanes,

@@ -1,4 +1,4 @@
-// The List 1 (near-field) evaluator (SPEC §6): for every target box, the
+// The List 1 (near-field) evaluator (docs/design/list1.md): for every target box, the
 // sum over its List 1 source boxes of the table entries times the source
 // values, scaled per source level, in one of three table layouts.
 //

@@ -1,4 +1,4 @@
-// The PSF sink's `atomic` mode (SPEC §7): star events splatted into an RGB
+// The PSF sink's `atomic` mode (docs/design/psf.md#tiles): star events splatted into an RGB
 // float64 image through the phase cache, with float64 atomicAdd.
 //
 // hipkern_psf_splat_atomic launches two kernels on the caller's stream:

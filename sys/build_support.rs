@@ -189,8 +189,9 @@ fn compiler_from_var(env: EnvFn, exists: ExistsFn, name: &str) -> Result<Option<
     }
 }
 
-/// SPEC §2 amd search order: HIPCC, $ROCM_PATH/bin/hipcc, $HIP_PATH/bin/hipcc,
-/// hipcc on PATH, /opt/rocm/bin/hipcc. Returns the compiler and how it was found.
+/// The amd search order (docs/platforms.md#variables): HIPCC,
+/// $ROCM_PATH/bin/hipcc, $HIP_PATH/bin/hipcc, hipcc on PATH,
+/// /opt/rocm/bin/hipcc. Returns the compiler and how it was found.
 pub fn find_hipcc(env: EnvFn, exists: ExistsFn) -> Result<Option<(PathBuf, String)>, String> {
     if let Some(p) = compiler_from_var(env, exists, "HIPCC")? {
         return Ok(Some((p, "HIPCC".into())));
@@ -213,8 +214,8 @@ pub fn find_hipcc(env: EnvFn, exists: ExistsFn) -> Result<Option<(PathBuf, Strin
     Ok(None)
 }
 
-/// SPEC §2 nvidia search order for nvcc: NVCC, $CUDA_PATH/bin/nvcc,
-/// $CUDA_HOME/bin/nvcc, nvcc on PATH.
+/// The nvidia search order for nvcc (docs/platforms.md#variables): NVCC,
+/// $CUDA_PATH/bin/nvcc, $CUDA_HOME/bin/nvcc, nvcc on PATH.
 pub fn find_nvcc(env: EnvFn, exists: ExistsFn) -> Result<Option<(PathBuf, String)>, String> {
     if let Some(p) = compiler_from_var(env, exists, "NVCC")? {
         return Ok(Some((p, "NVCC".into())));
@@ -426,9 +427,9 @@ fn try_nvidia(env: EnvFn, exists: ExistsFn) -> Result<Option<Toolchain>, String>
     }
 }
 
-/// Picks exactly one platform (SPEC §2). HIPKERN_PLATFORM overrides
-/// detection; HIP_PLATFORM (amd|nvidia) restricts it as ROCm's tools do;
-/// otherwise amd is tried, then nvidia, then cpu. `require_device` (the
+/// Picks exactly one platform (docs/platforms.md, its opening).
+/// HIPKERN_PLATFORM overrides detection; HIP_PLATFORM (amd|nvidia)
+/// restricts it as ROCm's tools do; otherwise amd is tried, then nvidia, then cpu. `require_device` (the
 /// feature `require-device`) turns that last fallback, and an explicit
 /// HIPKERN_PLATFORM=cpu, into errors: a build that must have device code
 /// fails where it is built rather than at its first device call.

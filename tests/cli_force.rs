@@ -1,4 +1,4 @@
-//! `hipkern force` run as a program on `.npy` files (SPEC §4).
+//! `hipkern force` run as a program on `.npy` files (`docs/design/force.md`).
 //!
 //! What the checks rest on is written here, independent of the library: a
 //! SplitMix64 generator, a `.npy` writer and reader, and the float64

@@ -1,4 +1,5 @@
-//! `hipkern psf fixture` and `hipkern psf replay` run as a program (SPEC §7).
+//! `hipkern psf fixture` and `hipkern psf replay` run as a program
+//! (`docs/design/psf.md`).
 //!
 //! What the checks rest on is written here, independent of the program: a
 //! SplitMix64 generator, a writer of the binary event file (the format
@@ -50,7 +51,7 @@ impl SplitMix64 {
     }
 }
 
-// ---- the Moffat formulas (SPEC §7) ----------------------------------------
+// ---- the Moffat formulas (docs/design/psf.md#model) ------------------------
 
 const FWHM: f64 = 2.7;
 const BETA: f64 = 4.5;
@@ -930,9 +931,10 @@ fn atomic_mode_fails_cleanly_without_a_device() {
 
 // ---- GPU -------------------------------------------------------------------
 
-/// Every device mode with `--check` on every fixture: SPEC §7's acceptance
-/// against the serial CPU reference (the program exits 1 when it fails);
-/// the device modes say how their chunks went.
+/// Every device mode with `--check` on every fixture: the acceptance
+/// (`docs/design/psf.md#acceptance`) against the serial CPU reference (the
+/// program exits 1 when it fails); the device modes say how their chunks
+/// went.
 #[test]
 #[cfg_attr(
     hipkern_platform = "cpu",

@@ -77,7 +77,8 @@ fn values(rng: &mut Rng, n: usize, scale: f64) -> Vec<f64> {
     (0..n).map(|_| scale * rng.uniform_pm1()).collect()
 }
 
-/// ‖got − want‖∞ / ‖want‖∞ (SPEC §9), after checking every element is finite.
+/// ‖got − want‖∞ / ‖want‖∞ (`docs/design/program.md#relative-error`), after
+/// checking every element is finite.
 fn rel_err(what: &str, got: &[f64], want: &[f64]) -> f64 {
     assert_eq!(got.len(), want.len(), "{what}: lengths");
     let scale = want.iter().fold(0.0f64, |m, x| m.max(x.abs()));

@@ -7,7 +7,8 @@
 //!   assembly, against `assemble_reference_f64` (relative 1e−13, as
 //!   tests/force_device.rs);
 //! - PSF: `DeviceSink` in `atomic` and `tile32` modes on a small random
-//!   field, against `CpuSink` (SPEC §7's acceptance, tests/common/psf.rs);
+//!   field, against `CpuSink` (the acceptance of `docs/design/psf.md`,
+//!   tests/common/psf.rs);
 //! - List 1: a synthetic 3D Laplace table (q = 2) on a random 2:1 tree,
 //!   dense and ORBIT layouts, against `evaluate_list1` (relative max-norm
 //!   1e−13, as tests/nearfield_list1_device.rs).

@@ -481,7 +481,7 @@ fn thread_count_does_not_change_a_bit() {
 
 /// The potential of the uniform square/cube of side `a` at its centre:
 /// 2D `a²·V₂ − a² ln a/(2π)`, 3D `a²·V₃`, with `V` the unit-box values of
-/// SPEC §5.
+/// `docs/design/nearfield.md#quadrature` (the q = 1 self entries).
 fn uniform_box_centre_potential(dim: usize, a: f64) -> f64 {
     if dim == 2 {
         let v2 = ((2f64).ln() / 2.0 + 1.5 - PI / 4.0) / (2.0 * PI);

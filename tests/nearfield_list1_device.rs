@@ -1,5 +1,5 @@
 //! The device List 1 evaluator (`List1Evaluator`) against the CPU float64
-//! evaluator (`evaluate_list1`), SPEC §6.
+//! evaluator (`evaluate_list1`), `docs/design/list1.md`.
 //!
 //! GPU tests (`gpu_*`, ignored on the cpu platform): every layout (dense,
 //! ORBIT, descriptor fallback through its resolution table and on the pure

@@ -1,7 +1,8 @@
 //! The device PSF sink (`atomic` mode) against the float64 CPU sink
-//! (`CpuSink`, the same cache shared through an `Arc`), with SPEC §7's
-//! acceptance (every value finite, the same zero pixels, max_rel < 1e−10,
-//! max_abs < 1e−10 × peak, R/G/B/Y flux ≤ 1e−10). The image a sink
+//! (`CpuSink`, the same cache shared through an `Arc`), with the
+//! acceptance of `docs/design/psf.md#acceptance` (every value finite, the
+//! same zero pixels, max_rel < 1e−10, max_abs < 1e−10 × peak, R/G/B/Y
+//! flux ≤ 1e−10). The image a sink
 //! downloads starts as NaN on the host, so an unwritten value shows; a new
 //! sink's image is checked to be exactly zero. GPU tests (`gpu_*`) are ignored
 //! on the cpu platform; the first test runs everywhere.

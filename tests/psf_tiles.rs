@@ -1,6 +1,6 @@
 //! The device PSF sink's owner-computes modes (`tile16`, `tile32`,
 //! `adaptive`; device and host binning) against the float64 CPU sink, with
-//! SPEC §7's acceptance (every value finite, the same zero pixels, max_rel <
+//! the acceptance of `docs/design/psf.md` (every value finite, the same zero pixels, max_rel <
 //! 1e−10, max_abs < 1e−10 × peak, R/G/B/Y flux ≤ 1e−10); bitwise
 //! determinism; host and device binning bitwise equal; the bounded
 //! scratch's refusals (image bitwise unchanged, counters unchanged, the

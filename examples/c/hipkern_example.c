@@ -5,7 +5,7 @@
  * or CUDA headers: device memory, streams and kernels go through
  * hipkern_* entry points only, and every call's status is checked.
  *
- *   1. Force/virial assembly (SPEC section 4) on a small generated system
+ *   1. Force/virial assembly (docs/design/force.md) on a small generated system
  *      (3 frames of 64 atoms, a random neighbour list, the gradients of a
  *      Gaussian pair energy): the CSR plan built on the device
  *      (hipkern_force_plan_build), the atomic-free assembly
@@ -14,12 +14,12 @@
  *      (hipkern_force_frame_virial), each against a float64 loop written
  *      here; then a bad index, which must come back as
  *      HIPKERN_ERROR_INVALID_INDEX naming its position.
- *   2. The PSF sink's atomic mode (SPEC section 7, hipkern_psf_splat_atomic)
+ *   2. The PSF sink's atomic mode (docs/design/psf.md, hipkern_psf_splat_atomic)
  *      with a phase cache of made-up Gaussian stamps and a few hundred
  *      events, against a float64 loop following hipkern.h's rule; then an
  *      event too large for the cache, which must be refused with nothing
  *      added.
- *   3. List 1 of the near-field evaluator (SPEC section 6,
+ *   3. List 1 of the near-field evaluator (docs/design/list1.md,
  *      hipkern_list1_evaluate) in the DENSE layout, 3D, q = 2: a uniform
  *      grid of 4 x 4 x 4 boxes at level 2, each box's List 1 itself and its
  *      neighbours, every pair's interaction case found here from the box

@@ -164,7 +164,7 @@ int32_t hipkern_fill_u64(uint64_t *dst, size_t n, uint64_t value, void *stream);
 /** dst[i] = start + i * step (wrapping, modulo 2^32) for i < n. */
 int32_t hipkern_iota_u32(uint32_t *dst, size_t n, uint32_t start, uint32_t step, void *stream);
 
-/* ---- force / virial assembly (SPEC §4) ---------------------------------- */
+/* ---- force / virial assembly (docs/design/force.md) --------------------- */
 /** Element type of device inputs. */
 typedef enum hipkern_dtype { HIPKERN_DTYPE_F32 = 1, HIPKERN_DTYPE_F64 = 2 } hipkern_dtype;
 
@@ -264,7 +264,7 @@ int32_t hipkern_force_frame_virial(const double *virial, int64_t n_rows,
                                    int64_t n_frames, double *frame_virial, double *frame_voigt,
                                    void *stream);
 
-/* ---- PSF sink (SPEC section 7) ------------------------------------------- */
+/* ---- PSF sink (docs/design/psf.md) ---------------------------------------- */
 /** Stamp radius of the PSF cache: offsets dx, dy in -47..=47. */
 #define HIPKERN_PSF_CACHE_RADIUS 47
 /** Side of one stamp, 2 * 47 + 1. */
@@ -432,7 +432,7 @@ int32_t hipkern_psf_tile_accumulate(const double *stamps, int32_t phases, double
 int32_t hipkern_psf_count(const double *events, int64_t n_events, int32_t width, int32_t height,
                           uint64_t *counters, const uint64_t *report, void *stream);
 
-/* ---- List 1 near-field evaluator (SPEC section 6) ----------------------- */
+/* ---- List 1 near-field evaluator (docs/design/list1.md) ------------------ */
 /** Most transforms a descriptor fallback has (the 48 signed permutations of 3 axes). */
 #define HIPKERN_LIST1_MAX_TRANSFORMS 48
 /** Largest list1_target_batch_size (threads per target box). */

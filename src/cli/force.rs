@@ -1,5 +1,5 @@
 //! `hipkern force`: force and per-atom virial from per-edge gradients in
-//! `.npy` files (SPEC §4; the library side is `hipkern::force`).
+//! `.npy` files (`docs/design/force.md`; the library side is `hipkern::force`).
 //!
 //! The order is what makes errors safe: flags are checked, every input is
 //! read and checked, the assembly runs, the frame totals are summed, and

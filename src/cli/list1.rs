@@ -1,7 +1,7 @@
 //! `hipkern nearfield list1`: List 1 of a density over a generated 2:1
-//! tree (SPEC §6), on the device in one of the three table layouts, or on
-//! the CPU; always compared with the float64 CPU evaluator over the same
-//! table values.
+//! tree (`docs/design/list1.md`), on the device in one of the three table
+//! layouts, or on the CPU; always compared with the float64 CPU evaluator
+//! over the same table values.
 //!
 //! - The tree: `random:SEED:LEVELS` ([`BalancedTree::random`] with
 //!   [`RandomTreeConfig::new`]'s defaults: root `[0, 1]^D`, every box

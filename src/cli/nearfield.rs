@@ -1,5 +1,5 @@
-//! `hipkern nearfield`: near-field table entries (SPEC §5; the library side
-//! is `hipkern::nearfield`), CPU float64.
+//! `hipkern nearfield`: near-field table entries (`docs/design/nearfield.md`;
+//! the library side is `hipkern::nearfield`), CPU float64.
 //!
 //! `hipkern nearfield entry` prints one entry `T[case, s, t]` with 17
 //! significant digits. Every flag is checked here (kernel, case vector,

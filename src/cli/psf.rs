@@ -1,4 +1,4 @@
-//! `hipkern psf`: the PSF sink (SPEC §7; the library side is
+//! `hipkern psf`: the PSF sink (`docs/design/psf.md`; the library side is
 //! `hipkern::psf`).
 //!
 //! - `hipkern psf fixture NAME --out EVENTS.bin` writes one of the seeded
@@ -8,8 +8,8 @@
 //! - `hipkern psf replay EVENTS --mode atomic|tile16|tile32|adaptive|cpu --out IMG.fits|IMG.npy`
 //!   replays an event file (binary or `.npy`) into an RGB image: through the
 //!   cache, the events too large for it by the direct path; `--check` also
-//!   renders the serial CPU float64 reference and applies SPEC §7's
-//!   acceptance.
+//!   renders the serial CPU float64 reference and applies the acceptance
+//!   of `docs/design/psf.md#acceptance`.
 //!
 //! The order is what makes errors safe: every flag is checked, the outputs
 //! planned (`output.rs`), the event file read and validated, the image
@@ -33,7 +33,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The acceptance tolerance of `--check` (SPEC §7).
+/// The acceptance tolerance of `--check` (`docs/design/psf.md#acceptance`).
 const CHECK_TOL: f64 = 1e-10;
 /// The most pixels an image may have here (2^27: 3 GiB of float64 RGB).
 const MAX_PIXELS: usize = 1 << 27;
@@ -107,7 +107,7 @@ pub struct ReplayArgs {
     #[arg(long, value_name = "P.png")]
     png: Option<PathBuf>,
     /// Also render the serial CPU float64 reference, print the differences and
-    /// fail (exit 1) unless SPEC §7's acceptance holds.
+    /// fail (exit 1) unless the acceptance holds (docs/design/psf.md#acceptance).
     #[arg(long)]
     check: bool,
 }
@@ -504,7 +504,7 @@ fn execute_replay(a: &ReplayArgs) -> Result<ReplayReport, Failure> {
         ));
         if let Err(e) = verdict {
             check_failure = Some(Failure::environment(format!(
-                "--check: mode {} differs from the CPU reference beyond SPEC §7's acceptance \
+                "--check: mode {} differs from the CPU reference beyond the acceptance test \
                  ({CHECK_TOL:e}): {e}",
                 request.mode.name()
             )));

@@ -1,4 +1,4 @@
-//! Force / virial assembly from per-edge gradients (SPEC §4).
+//! Force / virial assembly from per-edge gradients (`docs/design/force.md`).
 //!
 //! # The math
 //!
@@ -16,8 +16,8 @@
 //! The per-atom virial splits it between the endpoints ([`VirialSplit`]):
 //!
 //! ```text
-//! Half (default, SPEC §4):  W_k = ½ Σ_{e: dst(e)=k} V_e + ½ Σ_{e: src(e)=k} V_e
-//! Src:                      W_k =                         Σ_{e: src(e)=k} V_e
+//! Half (default):  W_k = ½ Σ_{e: dst(e)=k} V_e + ½ Σ_{e: src(e)=k} V_e
+//! Src:             W_k =                         Σ_{e: src(e)=k} V_e
 //! ```
 //!
 //! An edge with `src(e) = dst(e)` gives its whole `V_e` to that atom under
@@ -90,7 +90,8 @@ use crate::runtime::{Error, Result};
 /// Where the per-edge virial `−g ⊗ edge_vec` goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum VirialSplit {
-    /// Half to each endpoint (DeePMD's convention; SPEC §4).
+    /// Half to each endpoint (DeePMD's convention; the default of
+    /// `docs/design/force.md#virial-split`).
     #[default]
     Half,
     /// All to the source atom.

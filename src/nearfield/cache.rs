@@ -1,4 +1,5 @@
-//! The SQLite cache of near-field tables, schema 2.1.0 (SPEC §5; the full
+//! The SQLite cache of near-field tables, schema 2.1.0
+//! (`docs/design/nearfield.md#cache`; the full
 //! description — DDL, key, payload layout byte by byte, the legacy 1.x
 //! schema and its migration, concurrency — is `docs/nearfield_cache.md`).
 //!

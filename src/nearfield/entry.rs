@@ -1,5 +1,5 @@
 //! One entry of a near-field table by the singularity-aware Duffy/radial
-//! scheme of SPEC §5, CPU float64:
+//! scheme (`docs/design/nearfield.md#quadrature`), CPU float64:
 //!
 //! ```text
 //! T[case, s, t] = ∫_{[0,L]^d} φ_s(y) G(x_t − y) dy

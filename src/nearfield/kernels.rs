@@ -1,6 +1,6 @@
 //! The kernels of the near-field tables, in float64: values of `G(x − y)`
 //! with their normalisation, closed-form gradients, and the derivative
-//! wrappers (SPEC §5). `x` is the target, `y` the source; every function
+//! wrappers (`docs/design/nearfield.md#kernels`). `x` is the target, `y` the source; every function
 //! here takes `r = x − y`.
 //!
 //! Base kernels (`ρ = |r|`):

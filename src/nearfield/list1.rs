@@ -1,6 +1,6 @@
 //! The List 1 (near-field) evaluation of a volume potential over a tree,
 //! CPU float64: the definition the device evaluator is checked against
-//! (SPEC §6).
+//! (`docs/design/list1.md`).
 //!
 //! ```text
 //! u[B, t] = Σ_{S ∈ L1(B)} Σ_s f[S, s] · (scale(S) · T[case(B, S), s, t] + disp_s(S))
@@ -63,7 +63,8 @@ impl<'a> List1Tables<'a> {
     }
 }
 
-/// The boxes of a List 1 evaluation (SPEC §6's inputs but the values).
+/// The boxes of a List 1 evaluation (the inputs of `docs/design/list1.md#inputs`
+/// but the values).
 #[derive(Clone, Copy, Debug)]
 pub struct List1Boxes<'a> {
     /// 2 or 3.

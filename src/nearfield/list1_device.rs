@@ -1,5 +1,5 @@
-//! The List 1 evaluator on the device (SPEC §6): a table uploaded once in
-//! one of three layouts, evaluated many times on a stream
+//! The List 1 evaluator on the device (`docs/design/list1.md`): a table
+//! uploaded once in one of three layouts, evaluated many times on a stream
 //! (`hipkern_list1_evaluate`, hip/nearfield_list1.hip).
 //!
 //! # What it computes
@@ -82,13 +82,11 @@
 //!   key's products and stored after them. ORBIT decodes each key once into
 //!   per-axis code and rank-term tables in shared memory, so an entry is a
 //!   few table reads and the gather. It is the fastest schedule where the
-//!   boxes of a tile share their cases (a uniform region: 3D q = 3 dense
-//!   0.140 ms and ORBIT 0.163 ms per key, about 0.10 ms source-staged,
-//!   against about 0.40 ms grouped on the H200) and no faster, or slower,
-//!   where they do not (the random adaptive octrees of the bench in 3D:
-//!   15–85 % of the lane slots idle, up to 1.7× the grouped time for
-//!   ORBIT); it is not bitwise the CPU evaluator's either, so it is not the
-//!   default schedule.
+//!   boxes of a tile share their cases (a uniform region) and no faster,
+//!   or slower, where they do not (adaptive octrees, where many lane slots
+//!   idle; the numbers: `docs/performance.md`, their history:
+//!   `docs/history.md`); it is not bitwise the CPU evaluator's either, so
+//!   it is not the default schedule.
 //! - The tiled schedule's source-staged tensor-core kernel
 //!   ([`List1Evaluator::set_tiled_source_staging`]): the per-key staging
 //!   above is most of that kernel's instructions (hardware counters: 5 % of
@@ -104,21 +102,18 @@
 //!   source fragments from the staged rows. Same products in the same
 //!   order as the per-key kernel: the same bits (tested). Decoding ORBIT
 //!   or the fallback in every warp of every tile for every key costs more
-//!   than staging saves (ORBIT 0.19 ms staged against 0.157 ms per key,
-//!   H200), so a staged plan of an ORBIT or fallback table carries its
+//!   than staging saves (measured: `docs/history.md`), so a staged plan of an ORBIT or fallback table carries its
 //!   keys' case matrices ([`List1Evaluator::set_tiled_key_matrices`],
 //!   default on, where the tensor cores run): each distinct key's
 //!   `q^d × q^d` matrix expanded once, on the device, from the layout
 //!   (`hipkern_list1_expand_keys`, bit for bit the layout's entries), and
 //!   read as the dense table's rows are. The table stays compact; the
 //!   matrices take one per key the plan uses (27, 157 KB, for a uniform
-//!   octree's interior against the dense table's 139 cases, 811 KB). On the
-//!   H200 at 3D q = 3 on the uniform octree (commit 6128bc7) dense takes
-//!   0.103 ms staged at 32 boxes per tile against 0.141 ms per key, ORBIT
-//!   0.104 ms, the fallback 0.103–0.105 ms: 2.7× the FP64 FMA floor. On
-//!   adaptive trees the staged tiles are cut at the source bound (16 % of
-//!   lane slots busy on the bench's random octree against 55–63 % per
-//!   key) and lose (0.373 against 0.245 ms). So the plan chooses
+//!   octree's interior against the dense table's 139 cases, 811 KB). On a
+//!   uniform octree staged tiles are the fastest the tiled schedule has,
+//!   in every layout; on adaptive trees they are cut at the source bound,
+//!   leave most lane slots idle and lose to the per-key tiles
+//!   (`docs/performance.md#list-1`). So the plan chooses
 //!   ([`List1SourceStaging::Auto`], the default): it cuts both tilings,
 //!   per key at [`default_targets_per_tile`] and staged at
 //!   [`DEFAULT_STAGED_TARGETS_PER_TILE`], and keeps the staged one where

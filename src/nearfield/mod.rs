@@ -1,4 +1,5 @@
-//! Near-field interaction tables and the List 1 evaluator (SPEC §5, §6),
+//! Near-field interaction tables and the List 1 evaluator
+//! (`docs/design/nearfield.md`, `docs/design/list1.md`),
 //! with volumential's conventions, in float64 on the CPU and, for List 1,
 //! on the device.
 //!

@@ -1,6 +1,7 @@
-//! Box-size scaling (SPEC §5): a table for the source box `[0, L]^d` gives
-//! the table for `[0, ρL]^d` without new quadrature, for the kernels that
-//! are homogeneous (up to a logarithm) in the distance.
+//! Box-size scaling (`docs/design/nearfield.md#scaling`): a table for the
+//! source box `[0, L]^d` gives the table for `[0, ρL]^d` without new
+//! quadrature, for the kernels that are homogeneous (up to a logarithm)
+//! in the distance.
 //!
 //! With `y = ρu`, `x_t(ρL) = ρ x_t(L)` and `φ_s^{ρL}(ρu) = φ_s^{L}(u)`:
 //!

@@ -1,5 +1,5 @@
 //! Tile lists of the owner-computes modes (`tile16`, `tile32`), built on the
-//! host: the optional CPU binning path of SPEC §7, and the statement of
+//! host: the optional CPU binning path (`docs/design/psf.md#tiles`), and the statement of
 //! what the device's binning pass (`hipkern_psf_tile_bin`) computes.
 //!
 //! # The lists

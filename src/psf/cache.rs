@@ -36,7 +36,8 @@ impl Default for CacheConfig {
     }
 }
 
-/// Pixel-integrated PSF stamps at `(P+1)²` sub-pixel phases (SPEC §7).
+/// Pixel-integrated PSF stamps at `(P+1)²` sub-pixel phases
+/// (`docs/design/psf.md#phase-cache`).
 ///
 /// Stamp `(i, j)` is the PSF centred at phase `(i/P, j/P)` of the anchor
 /// pixel (that is, at `(i/P, j/P)` relative to the anchor's lower corner),

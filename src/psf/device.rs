@@ -1,4 +1,4 @@
-//! The device PSF sink (SPEC §7): `atomic`, `tile16`, `tile32` and
+//! The device PSF sink (`docs/design/psf.md`): `atomic`, `tile16`, `tile32` and
 //! `adaptive` modes.
 //!
 //! # What it computes
@@ -9,7 +9,8 @@
 //! rounded float64 operations in the same order, never contracted into
 //! fused multiply-adds), the same blend weights and blended value, the same
 //! colour products. Only the order in which a pixel's contributions are
-//! summed may differ, so images agree within SPEC §7's tolerances:
+//! summed may differ, so images agree within the acceptance's tolerances
+//! (`docs/design/psf.md#acceptance`):
 //!
 //! - `atomic` (`hipkern_psf_splat_atomic`): float64 atomics into the image;
 //!   the order of a pixel's sums varies from run to run.
@@ -27,7 +28,7 @@
 //!   at least [`AdaptiveThresholds::min_events_per_centre_tile`] events per
 //!   occupied 32×32 centre tile on average, else `atomic`; the counts come
 //!   from the binning pass (no extra pass over the events). The choice per
-//!   chunk is in [`DeviceSink::chunk_log`]. SPEC §7's values (tile16, 8,192
+//!   chunk is in [`DeviceSink::chunk_log`]. The original values (tile16, 8,192
 //!   events, 32 per centre tile: [`AdaptiveThresholds::SPEC`]) were right
 //!   for lists built on the host; with device binning tiles win at every
 //!   density measured (benches/RESULTS.md), so the defaults keep only the
@@ -216,12 +217,12 @@ pub enum Binning {
     /// On the device, in the binning pass (the default).
     Device,
     /// On the host ([`super::binning::bin_chunk`]) and uploaded: the
-    /// comparison path of SPEC §7. The lists are the same.
+    /// comparison path (`docs/design/psf.md#tiles`). The lists are the same.
     Host,
 }
 
-/// Capacities of the tile modes' bounded scratch, in bytes (SPEC §7's
-/// defaults). Each is allocated once when the sink is built.
+/// Capacities of the tile modes' bounded scratch, in bytes (defaults of
+/// `docs/design/psf.md#bounded-scratch`). Each is allocated once when the sink is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ScratchLimits {
     /// Tile references (4 bytes each); default 32 MiB.
@@ -263,7 +264,7 @@ pub struct ScratchUsage {
     pub prepared: u64,
 }
 
-/// The `adaptive` mode's selection (SPEC §7), per chunk: tiles of side
+/// The `adaptive` mode's selection (`docs/design/psf.md#adaptive`), per chunk: tiles of side
 /// `tile` when both counts hold, else `atomic`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AdaptiveThresholds {
@@ -292,7 +293,8 @@ impl Default for AdaptiveThresholds {
 }
 
 impl AdaptiveThresholds {
-    /// SPEC §7's selection, from the report whose CPU built the tile lists:
+    /// The original selection, from the report whose CPU built the tile lists
+    /// (`docs/design/psf.md#adaptive`):
     /// tile16 for chunks of ≥ 8,192 events with ≥ 32 events per occupied
     /// centre tile.
     pub const SPEC: AdaptiveThresholds = AdaptiveThresholds {
@@ -678,7 +680,7 @@ impl DeviceSink {
         DeviceSink::builder(device, cache, width, height).build()
     }
 
-    /// A builder with the defaults: `atomic`, device binning, SPEC §7's
+    /// A builder with the defaults: `atomic`, device binning, the default
     /// scratch capacities and adaptive thresholds, no profiling.
     pub fn builder(
         device: &Device,
@@ -785,7 +787,7 @@ impl DeviceSink {
     }
 
     /// Like [`DeviceSink::accumulate`], but events that do not fit the cache
-    /// go by the direct path (SPEC §7's mid-stream direct path): per chunk,
+    /// go by the direct path (`docs/design/psf.md#direct-path`, mid-stream): per chunk,
     /// the fitting events go to the device in order; then, if the chunk has
     /// others, the sink synchronizes, downloads the image, renders them
     /// with [`render_direct`] on the host (in order), and uploads it again.

@@ -1,4 +1,5 @@
-//! Seeded event fixtures (SPEC §7), deterministic on every platform.
+//! Seeded event fixtures (`docs/design/psf.md#fixtures`), deterministic on
+//! every platform.
 //!
 //! All are for a 3840 × 2160 image and the default PSF (FWHM 2.7, β 4.5,
 //! tail 1e−8); positions carry 20-bit sub-pixel phases (so moving an event

@@ -254,7 +254,8 @@ pub struct FluxSums {
     pub y: f64,
 }
 
-/// How an image differs from a reference (SPEC §7's acceptance terms).
+/// How an image differs from a reference (the terms of
+/// `docs/design/psf.md#acceptance`).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Comparison {
     /// Values not finite in either image.
@@ -304,10 +305,10 @@ impl std::fmt::Display for Comparison {
 }
 
 impl Comparison {
-    /// SPEC §7's acceptance with tolerance `tol` (1e−10 there): every value
-    /// finite, the same zero pattern, `max_rel < tol`,
-    /// `max_abs < tol · peak`, each flux difference ≤ `tol`. The error
-    /// lists every failed term.
+    /// The acceptance (`docs/design/psf.md#acceptance`) with tolerance `tol`
+    /// (1e−10 there): every value finite, the same zero pattern,
+    /// `max_rel < tol`, `max_abs < tol · peak`, each flux difference
+    /// ≤ `tol`. The error lists every failed term.
     pub fn accept(&self, tol: f64) -> Result<()> {
         let mut why = Vec::new();
         if self.nonfinite > 0 {

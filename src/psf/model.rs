@@ -27,7 +27,8 @@ pub struct MoffatPsf {
 }
 
 impl Default for MoffatPsf {
-    /// FWHM 2.7 px, β 4.5, tail 1e−8 (the PSF of SPEC §7 and the seed).
+    /// FWHM 2.7 px, β 4.5, tail 1e−8 (the PSF of `docs/design/psf.md#model`
+    /// and the seed).
     fn default() -> Self {
         MoffatPsf {
             fwhm: 2.7,

@@ -1,4 +1,4 @@
-//! Image output (SPEC §7): FITS float32, `.npy` float64 and a tone-mapped
+//! Image output (`docs/design/psf.md#outputs`): FITS float32, `.npy` float64 and a tone-mapped
 //! PNG preview.
 //!
 //! # FITS

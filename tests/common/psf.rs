@@ -1,12 +1,12 @@
-//! Shared by the PSF device tests: one cache per binary, the GPU, SPEC §7's
-//! acceptance printed, an image's bits.
+//! Shared by the PSF device tests: one cache per binary, the GPU, the
+//! acceptance (`docs/design/psf.md#acceptance`) printed, an image's bits.
 // Not every test binary that includes the common module uses these.
 #![allow(dead_code)]
 use hipkern::psf::{HdrImage, MoffatPsf, PsfCache};
 use hipkern::Device;
 use std::sync::{Arc, OnceLock};
 
-/// SPEC §7's tolerance.
+/// The acceptance's tolerance.
 pub const TOL: f64 = 1e-10;
 
 /// One default cache (P = 64) per test binary.
@@ -22,7 +22,7 @@ pub fn gpu() -> Device {
     Device::new(0).expect("a GPU is required for this test")
 }
 
-/// SPEC §7's acceptance of `got` against `want`, printed.
+/// The acceptance of `got` against `want`, printed.
 pub fn check(what: &str, got: &HdrImage, want: &HdrImage) {
     let c = got.compare(want).unwrap();
     eprintln!(
