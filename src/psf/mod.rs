@@ -1,4 +1,4 @@
-//! The PSF sink (SPEC §7): the Moffat model, the immutable phase cache of
+//! The PSF sink (`docs/design/psf.md`): the Moffat model, the immutable phase cache of
 //! pixel-integrated stamps, star events and their files, the HDR image and
 //! its comparison, seeded fixtures, the float64 CPU sinks, and the device
 //! sink (`atomic`, `tile16`, `tile32`, `adaptive`).
@@ -84,7 +84,7 @@
 //!   `min_events` events and at least `min_events_per_centre_tile` events
 //!   per occupied 32×32 centre tile on average (over the events whose centre
 //!   is on the image; a chunk with none goes to `atomic`), else `atomic`
-//!   ([`AdaptiveThresholds`]). SPEC §7's
+//!   ([`AdaptiveThresholds`]). The original
 //!   values ([`AdaptiveThresholds::SPEC`]: tile16, 8,192 events, 32 per
 //!   tile) were measured with host-built lists; the defaults (tile32,
 //!   8,192 events, 0 per tile) come from device binning, where tiles won at
@@ -93,7 +93,7 @@
 //! # Bounded scratch
 //!
 //! Every buffer is allocated once, when the sink is built ([`ScratchLimits`],
-//! SPEC §7's defaults): references 32 MiB (4 B per event–tile pair), tasks
+//! defaults of `docs/design/psf.md#bounded-scratch`): references 32 MiB (4 B per event–tile pair), tasks
 //! 2 MiB (24 B per segment), starts 128 KiB (4 B per tile, checked at build:
 //! the 32,400 tiles of 3840×2160 in tile16 fit), partials 128 MiB (one slot
 //! of `tile²·3` float64 per segment of a long list), the prepared events of
@@ -130,8 +130,9 @@
 //! - [`support`]: anchor, phase and the per-row ranges of the support.
 //! - [`StarEvent`], [`read_events`], [`write_events`]: events and the
 //!   binary event file (or an N×7 float64 `.npy`).
-//! - [`HdrImage`], [`Comparison`]: the image, its totals, and SPEC §7's
-//!   acceptance of one image against a reference.
+//! - [`HdrImage`], [`Comparison`]: the image, its totals, and the
+//!   acceptance of one image against a reference
+//!   (`docs/design/psf.md#acceptance`).
 //! - [`fixtures`]: the seeded dense, dispersed, magnified, ordinary and
 //!   boundary event sets.
 //! - [`CpuSink`]: the serial reference and the row-parallel sink (bitwise
@@ -149,6 +150,7 @@ mod image;
 mod model;
 mod output;
 mod reference;
+pub mod sky;
 pub mod support;
 mod threads;
 
