@@ -218,22 +218,15 @@
 //! the tree's grid) and says what is wrong instead of reading a −1.
 #[cfg(feature = "cache")]
 mod cache;
-mod cases;
-mod entry;
-mod fallback;
-mod kernels;
-mod limits;
 mod list1;
-mod list1_device;
-mod list1_grouping;
-mod list1_tiling;
-mod orbit;
-mod quadrature;
-mod reduced;
-mod scaling;
 mod symmetry;
 mod table;
-mod tree;
+
+// Each file's module by its own name, wherever its folder is, so that
+// `crate::nearfield::<file>::Item` names an item across folders.
+use list1::{device as list1_device, grouping as list1_grouping, tiling as list1_tiling, tree};
+use symmetry::{fallback, orbit, reduced};
+use table::{cases, entry, kernels, limits, quadrature, scaling};
 
 #[cfg(feature = "cache")]
 pub use cache::{

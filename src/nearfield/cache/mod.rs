@@ -23,12 +23,12 @@
 //!   [`Error::Io`], the rest `InvalidInput`.
 //! - A put is one upsert in one `BEGIN IMMEDIATE` transaction; a get is one
 //!   `SELECT` (one snapshot), so readers see the old or the new payload.
-use super::cases::Cases;
-use super::entry::EntryQuadrature;
-use super::kernels::{BaseKernel, Derivative, Kernel};
-use super::quadrature::q_points;
-use super::reduced::ReducedTable;
-use super::table::NearFieldTable;
+use crate::nearfield::cases::Cases;
+use crate::nearfield::entry::EntryQuadrature;
+use crate::nearfield::kernels::{BaseKernel, Derivative, Kernel};
+use crate::nearfield::quadrature::q_points;
+use crate::nearfield::reduced::ReducedTable;
+use crate::nearfield::table::NearFieldTable;
 use crate::runtime::{Error, Result};
 use rusqlite::types::ToSql;
 use rusqlite::{Connection, OpenFlags, OptionalExtension, Transaction, TransactionBehavior};

@@ -7,11 +7,11 @@
 //! ```
 //!
 //! - `B` a target box, `t` one of its `q^d` nodes (the target points of a
-//!   case are the target box's nodes, [`super::Cases::target_points`]);
+//!   case are the target box's nodes, [`crate::nearfield::Cases::target_points`]);
 //!   `S` a source box of `B`'s List 1, `f[S, s]` the source values at `S`'s
 //!   nodes (the density at the nodes: the table integrates the Lagrange
 //!   interpolant of the density against the kernel).
-//! - `case(B, S)` by [`super::Cases::case_of_pair`] from the centres and
+//! - `case(B, S)` by [`crate::nearfield::Cases::case_of_pair`] from the centres and
 //!   sides `h = root_extent / 2^level`.
 //! - One table that scales ([`List1Tables::Scaled`], extent `L`):
 //!   `ρ = h_S / L` and the rule of [`ScalingRule::of`]: `scale = ρ^p`,
@@ -31,11 +31,11 @@
 //! centres, the tables, the source values (finite), and every pair (a pair
 //! that is not a List 1 neighbour pair of a 2:1 tree is an error naming both
 //! boxes).
-use super::cases::Cases;
-use super::kernels::Kernel;
-use super::scaling::ScalingRule;
-use super::table::NearFieldTable;
-use super::tree::{BalancedTree, MAX_TREE_LEVEL};
+use crate::nearfield::cases::Cases;
+use crate::nearfield::kernels::Kernel;
+use crate::nearfield::scaling::ScalingRule;
+use crate::nearfield::table::NearFieldTable;
+use crate::nearfield::tree::{BalancedTree, MAX_TREE_LEVEL};
 use crate::runtime::{Error, Result};
 use std::f64::consts::PI;
 

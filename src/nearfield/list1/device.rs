@@ -5,12 +5,12 @@
 //! # What it computes
 //!
 //! In the per-target and case-grouped schedules, exactly what the CPU
-//! float64 evaluator ([`super::evaluate_list1`]) computes over the same
+//! float64 evaluator ([`crate::nearfield::evaluate_list1`]) computes over the same
 //! entry values, bit for bit (the target-tiled schedule: the same to
 //! rounding, below): per target box and
 //! target point, the pairs in list order, per pair the source modes in
 //! order, `u += scale·acc + disp` with the scalings of
-//! [`super::level_scalings`] (computed on the host by that function and
+//! [`crate::nearfield::level_scalings`] (computed on the host by that function and
 //! uploaded per plan). The device never contracts a multiply and an add
 //! into an FMA (see the kernel's header), so where the layouts hold the
 //! same entry values the outputs are identical; a dense table built by
@@ -145,20 +145,20 @@
 //! Everything is validated on the host before anything is launched or
 //! written, with the CPU evaluator's own checks ([`List1Boxes::pairs`]:
 //! CSR offsets, box ids, levels, centres, every pair a List 1 pair of a
-//! 2:1 tree, named; [`super::level_scalings`]: the tables fit the levels),
+//! 2:1 tree, named; [`crate::nearfield::level_scalings`]: the tables fit the levels),
 //! plus the lengths and devices of the buffers and the plan's evaluator.
-use super::cases::Cases;
-use super::fallback::{FallbackDescriptors, FallbackResolution};
-use super::kernels::{Derivative, Kernel};
-use super::list1::{
+use crate::nearfield::cases::Cases;
+use crate::nearfield::fallback::{FallbackDescriptors, FallbackResolution};
+use crate::nearfield::kernels::{Derivative, Kernel};
+use crate::nearfield::list1::{
     check_list1_inputs, check_source_values, shape_scalings, LevelScaling, List1Boxes, List1Tables,
     TableShape,
 };
-use super::list1_grouping::{group_pairs, tile_capacity, GroupChunk, PairGrouping};
-use super::list1_tiling::{lanes_busy, tile_targets};
-use super::orbit::OrbitDescriptors;
-use super::reduced::ReducedTable;
-use super::table::NearFieldTable;
+use crate::nearfield::list1_grouping::{group_pairs, tile_capacity, GroupChunk, PairGrouping};
+use crate::nearfield::list1_tiling::{lanes_busy, tile_targets};
+use crate::nearfield::orbit::OrbitDescriptors;
+use crate::nearfield::reduced::ReducedTable;
+use crate::nearfield::table::NearFieldTable;
 use crate::runtime::{
     check, Device, DeviceBuffer, DeviceMemory, DeviceMemoryMut, DeviceRepr, Error, Result, Stream,
 };
@@ -1989,7 +1989,7 @@ impl List1Evaluator {
     /// List 1 of host `source_values` over host `boxes`: validated as the
     /// CPU evaluator validates (same checks, same order, same messages),
     /// uploaded, evaluated on `stream` and downloaded (`n_targets × q^d`,
-    /// per target box in node order, as [`super::evaluate_list1`]).
+    /// per target box in node order, as [`crate::nearfield::evaluate_list1`]).
     pub fn evaluate(
         &self,
         stream: &Stream,

@@ -12,8 +12,8 @@
 //! (a locality order a GPU likes). The List 1 of a leaf is every leaf that
 //! touches it, itself included, ascending by leaf id.
 //!
-//! [`Cases`]: super::Cases
-use super::quadrature::gauss_legendre;
+//! [`Cases`]: crate::nearfield::Cases
+use crate::nearfield::quadrature::gauss_legendre;
 use crate::rng::SplitMix64;
 use crate::runtime::{Error, Result};
 use std::collections::{HashMap, HashSet};
@@ -386,7 +386,7 @@ impl BalancedTree {
     }
 
     /// The `q^d` Gauss–Legendre nodes of every leaf (`n_boxes × q^d × dim`,
-    /// row-major; per box in the order of [`super::q_points`]): where a
+    /// row-major; per box in the order of [`crate::nearfield::q_points`]): where a
     /// table's target points and source modes sit in this tree.
     pub fn box_points(&self, q: usize) -> Result<Vec<f64>> {
         let d = self.dim;

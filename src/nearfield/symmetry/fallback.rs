@@ -2,7 +2,7 @@
 //! "Unsupported constrained or sign-changing kernels use the generated
 //! descriptor fallback").
 //!
-//! The arithmetic ORBIT path ([`super::OrbitDescriptors`]) models the
+//! The arithmetic ORBIT path ([`crate::nearfield::OrbitDescriptors`]) models the
 //! groups of scalar and axis-derivative kernels. Every other group (a
 //! directional source derivative, whose allowed transforms are those that
 //! keep its direction collinear) goes through these descriptors, and any
@@ -12,7 +12,7 @@
 //! - `transform_qpoint_map[g · n_q_points + m]`: node `m` under transform
 //!   `g` (u16), `transform_case_map[g · n_cases + c]`: case `c` under `g`
 //!   (u8), `transform_signs[g]`: the sign `g` puts on an entry (i8). The
-//!   transforms are the kernel's group ([`super::kernel_group`]) in its
+//!   transforms are the kernel's group ([`crate::nearfield::kernel_group`]) in its
 //!   fixed order, identity first.
 //! - The representative of a full entry `(c, s, t)` is the smallest full
 //!   id among its images `(case_map[g,c]·nq + qmap[g,s])·nq + qmap[g,t]`
@@ -34,12 +34,12 @@
 //!   generated metadata agrees with the oracle bit for bit.
 //!
 //! [`FallbackDescriptors::prepare`] builds all of it and validates it
-//! against the dense oracle ([`super::DenseOrbits`]) for every full entry
+//! against the dense oracle ([`crate::nearfield::DenseOrbits`]) for every full entry
 //! (representative id, sign, and the row the hash returns) before it is
 //! returned: a descriptor that disagrees is an error, never used.
-use super::cases::Cases;
-use super::kernels::Kernel;
-use super::symmetry::{kernel_group, DenseOrbits};
+use crate::nearfield::cases::Cases;
+use crate::nearfield::kernels::Kernel;
+use crate::nearfield::symmetry::{kernel_group, DenseOrbits};
 use crate::runtime::{Error, Result};
 
 /// The hash's empty-slot key.

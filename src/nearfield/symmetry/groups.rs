@@ -42,10 +42,10 @@
 //! classes are counted; their scales keep the union-find's parity (a
 //! deterministic convention: the processing order is fixed) and their
 //! values are exactly 0.
-use super::cases::Cases;
-use super::kernels::{Derivative, Kernel};
-use super::limits::check_table_size;
 use crate::host_memory::{bytes_of, check_available};
+use crate::nearfield::cases::Cases;
+use crate::nearfield::kernels::{Derivative, Kernel};
+use crate::nearfield::limits::check_table_size;
 use crate::runtime::Result;
 
 /// A signed permutation of the axes: `(g v)_k = sign[k] · v[perm[k]]`

@@ -42,9 +42,9 @@
 //! Kernels modelled: the radial ones (full group) and axis target/source
 //! derivatives (the axis fixed, odd order). Directional source derivatives
 //! go through the descriptor fallback (an error here).
-use super::cases::Cases;
-use super::kernels::{Derivative, Kernel};
-use super::symmetry::SignedPermutation;
+use crate::nearfield::cases::Cases;
+use crate::nearfield::kernels::{Derivative, Kernel};
+use crate::nearfield::symmetry::SignedPermutation;
 use crate::runtime::{Error, Result};
 
 /// Bit of `case_axis_group`: the axis may be flipped (`c*_k = 0`).
@@ -109,10 +109,10 @@ impl OrbitDescriptors {
                 "ORBIT descriptors: dimension {d}: must be 2 or 3"
             )));
         }
-        if q == 0 || q > super::MAX_QUAD_ORDER {
+        if q == 0 || q > crate::nearfield::MAX_QUAD_ORDER {
             return Err(Error::InvalidInput(format!(
                 "ORBIT descriptors: q = {q}: must be in 1..={}",
-                super::MAX_QUAD_ORDER
+                crate::nearfield::MAX_QUAD_ORDER
             )));
         }
         let fixed_axis = match kernel.derivative() {

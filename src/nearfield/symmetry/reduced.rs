@@ -15,18 +15,18 @@
 //! [`ReducedTable::build`] never builds the dense map or the union-find.
 //! It finds the representatives by testing each full id against its own
 //! images, and computes their values from one quadrature pass
-//! ([`super::entries_at_point`], all source modes at once) per orbit of
+//! ([`crate::nearfield::entries_at_point`], all source modes at once) per orbit of
 //! (case, target point) pairs under the group: for a representative
 //! `(c, s, t)` and a transform `g` taking `(c, t)` to the pair orbit's
 //! representative `(c₀, t₀)`, `T[c, s, t] = sign(g) · T[c₀, g s, t₀]`. At
 //! 3D q = 3 that is 127 passes instead of the dense table's 3753.
-use super::cases::Cases;
-use super::entry::{entries_at_point, EntryQuadrature};
-use super::kernels::Kernel;
-use super::limits::{check_finite, check_kernel_and_extent, check_table_size};
-use super::quadrature::q_points;
-use super::symmetry::{apply_to_entry, kernel_group, DenseOrbits, SignedPermutation};
-use super::table::{entry_name, kernel_name, mode_normalizers, NearFieldTable};
+use crate::nearfield::cases::Cases;
+use crate::nearfield::entry::{entries_at_point, EntryQuadrature};
+use crate::nearfield::kernels::Kernel;
+use crate::nearfield::limits::{check_finite, check_kernel_and_extent, check_table_size};
+use crate::nearfield::quadrature::q_points;
+use crate::nearfield::symmetry::{apply_to_entry, kernel_group, DenseOrbits, SignedPermutation};
+use crate::nearfield::table::{entry_name, kernel_name, mode_normalizers, NearFieldTable};
 use crate::runtime::{Error, Result};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};

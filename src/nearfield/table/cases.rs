@@ -3,7 +3,7 @@
 //! points of a case. Conventions and their sources: the module docs of
 //! [`crate::nearfield`].
 
-use super::quadrature::q_points;
+use crate::nearfield::quadrature::q_points;
 use crate::runtime::{Error, Result};
 
 /// Base of the case code: the integers −6..=6 (volumential's `base`, the

@@ -1,22 +1,22 @@
 //! A dense near-field table: every entry `T[case, s, t]` of one kernel,
 //! dimension, order `q` and source box extent `L`, in entry-id order
-//! (`case·q^{2d} + s·q^d + t`, [`super::Cases::entry_id`]), with the data a
+//! (`case·q^{2d} + s·q^d + t`, [`crate::nearfield::Cases::entry_id`]), with the data a
 //! user of the table needs next to it: the source box's nodes
-//! ([`super::q_points`]), the mode normalisers `∫_{[0,L]^d} φ_s` and the
-//! case vectors and `case_indices` of [`super::Cases`].
+//! ([`crate::nearfield::q_points`]), the mode normalisers `∫_{[0,L]^d} φ_s` and the
+//! case vectors and `case_indices` of [`crate::nearfield::Cases`].
 //!
 //! Built in parallel over (case, target point) pairs with
 //! `std::thread::scope`; each pair is one [`entries_at_point`] call, which
 //! gives all `q^d` source modes of that target at the cost of about one
-//! entry. The values are those of [`super::entry`] with the same
+//! entry. The values are those of [`crate::nearfield::entry`] with the same
 //! quadrature orders (the same target points and the same quadrature pass;
 //! tests/nearfield_table.rs compares them).
-use super::cases::Cases;
-use super::entry::{entries_at_point, EntryQuadrature};
-use super::kernels::Kernel;
-use super::limits::{check_finite, check_kernel_and_extent, check_table_size};
-use super::quadrature::{gauss_legendre, q_points};
 use crate::host_memory::filled_vec;
+use crate::nearfield::cases::Cases;
+use crate::nearfield::entry::{entries_at_point, EntryQuadrature};
+use crate::nearfield::kernels::Kernel;
+use crate::nearfield::limits::{check_finite, check_kernel_and_extent, check_table_size};
+use crate::nearfield::quadrature::{gauss_legendre, q_points};
 use crate::runtime::{Error, Result};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -27,19 +27,19 @@ type WorkerRow = (usize, Vec<f64>);
 /// A dense near-field interaction table (see the module docs).
 #[derive(Clone, Debug)]
 pub struct NearFieldTable {
-    pub(super) kernel: Kernel,
-    pub(super) q: usize,
-    pub(super) extent: f64,
-    pub(super) quad: EntryQuadrature,
-    pub(super) cases: Cases,
-    pub(super) q_points: Vec<f64>,
-    pub(super) mode_normalizers: Vec<f64>,
-    pub(super) data: Vec<f64>,
+    pub(in crate::nearfield) kernel: Kernel,
+    pub(in crate::nearfield) q: usize,
+    pub(in crate::nearfield) extent: f64,
+    pub(in crate::nearfield) quad: EntryQuadrature,
+    pub(in crate::nearfield) cases: Cases,
+    pub(in crate::nearfield) q_points: Vec<f64>,
+    pub(in crate::nearfield) mode_normalizers: Vec<f64>,
+    pub(in crate::nearfield) data: Vec<f64>,
 }
 
 /// A kernel as messages name it, e.g. `Laplace, dimension 3, with
 /// AxisSource(0)`.
-pub(super) fn kernel_name(k: &Kernel) -> String {
+pub(in crate::nearfield) fn kernel_name(k: &Kernel) -> String {
     match k.derivative() {
         None => format!("{:?}, dimension {}", k.base(), k.dim()),
         Some(d) => format!("{:?}, dimension {}, with {d:?}", k.base(), k.dim()),
@@ -48,7 +48,7 @@ pub(super) fn kernel_name(k: &Kernel) -> String {
 
 /// A full entry id as messages name it: `entry ID (case c = [..], source
 /// mode s, target point t)`.
-pub(super) fn entry_name(cases: &Cases, q: usize, id: usize) -> String {
+pub(in crate::nearfield) fn entry_name(cases: &Cases, q: usize, id: usize) -> String {
     let nq = q.pow(cases.dim() as u32);
     let (c, s, t) = (id / (nq * nq), (id / nq) % nq, id % nq);
     format!(

@@ -6,8 +6,8 @@
 //! ```
 //!
 //! with `φ_s` the tensor Lagrange basis on the `q` Gauss–Legendre nodes
-//! (flat index axis 0 slowest, [`super::q_points`]) and `x_t` the target
-//! point of the case ([`super::Cases::target_points`]).
+//! (flat index axis 0 slowest, [`crate::nearfield::q_points`]) and `x_t` the target
+//! point of the case ([`crate::nearfield::Cases::target_points`]).
 //!
 //! # The scheme
 //!
@@ -42,11 +42,11 @@
 //!
 //! # Rounding follows the symmetry
 //!
-//! A signed permutation of the axes (`super::symmetry`) maps a target
+//! A signed permutation of the axes (`crate::nearfield::symmetry`) maps a target
 //! point and its pieces onto those of the image target, and the scheme
 //! computes the image bit for bit (up to the sign): the nodes are exact
 //! mirrors and the target points exact images (for `L` a power of two,
-//! [`super::gauss_legendre`]); under a mirror `p ↦ L − p` each step and
+//! [`crate::nearfield::gauss_legendre`]); under a mirror `p ↦ L − p` each step and
 //! distance component is exactly negated and `Lagrange1d` gives the
 //! mirrored basis value exactly; under a permutation each simplex meets
 //! its image with the same numbers in the same roles (the factored sum
@@ -76,10 +76,10 @@
 //! targets just outside the box (radial level 3 leaves 1e−9 on a 3D q = 4
 //! derivative entry) and angular for self entries near a corner (angular
 //! order 16 leaves 7e−12 on a 3D q = 4 derivative entry).
-use super::cases::Cases;
-use super::kernels::Kernel;
-use super::limits::{check_finite, check_kernel_and_extent, check_target_point};
-use super::quadrature::{gauss_legendre, legendre_gauss_unit, MAX_QUAD_ORDER};
+use crate::nearfield::cases::Cases;
+use crate::nearfield::kernels::Kernel;
+use crate::nearfield::limits::{check_finite, check_kernel_and_extent, check_target_point};
+use crate::nearfield::quadrature::{gauss_legendre, legendre_gauss_unit, MAX_QUAD_ORDER};
 use crate::runtime::{Error, Result};
 
 /// Largest `|kh|` of the tanh-sinh rule: at 3.5 the nodes are within
@@ -302,9 +302,9 @@ fn angular_rule(
 /// `q` nodes per axis (`1..=MAX_QUAD_ORDER`), `s < q^d` the source mode,
 /// `L` finite and positive. The kernel's dimension must be 2 or 3. The
 /// kernel, `L` and `x` must be in the ranges of
-/// [`super::check_kernel_and_extent`] (`x`: within
-/// [`super::TARGET_REACH`]`·L` of the box's centre and, inside the box,
-/// on a face or at least [`super::MIN_FACE_DISTANCE`]`·L` from it); a
+/// [`crate::nearfield::check_kernel_and_extent`] (`x`: within
+/// [`crate::nearfield::TARGET_REACH`]`·L` of the box's centre and, inside the box,
+/// on a face or at least [`crate::nearfield::MIN_FACE_DISTANCE`]`·L` from it); a
 /// value that still comes out NaN or infinite is an error naming it.
 pub fn entry_at_point(
     kernel: &Kernel,

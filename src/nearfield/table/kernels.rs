@@ -226,7 +226,7 @@ impl Kernel {
 }
 
 /// `|r|`, invariant bit for bit under permutations and sign changes of
-/// the components (the symmetry of a table, `super::symmetry`): in 3D the
+/// the components (the symmetry of a table, `crate::nearfield::symmetry`): in 3D the
 /// squares are added smallest first (also the more accurate order).
 fn norm(r: &[f64]) -> f64 {
     match *r {

@@ -3,7 +3,7 @@
 //! refused up front with the size it needs) and the ranges of the box
 //! extent, Yukawa's `λ·L`, a directional derivative's components and a free
 //! target point inside which every intermediate of the quadrature
-//! ([`super::entry`]) stays a normal float64, so that an entry is finite
+//! ([`crate::nearfield::entry`]) stays a normal float64, so that an entry is finite
 //! and as accurate as at `L = 1`.
 //!
 //! # Where the ranges come from
@@ -24,13 +24,13 @@
 //! range and refuses just outside). The Lagrange basis, whose products
 //! scale like `L^{q−1}`, is evaluated in units of a power of two near `L`
 //! and so puts no limit of its own.
-use super::cases::Cases;
-use super::kernels::{BaseKernel, Derivative, Kernel};
-use super::quadrature::MAX_QUAD_ORDER;
+use crate::nearfield::cases::Cases;
+use crate::nearfield::kernels::{BaseKernel, Derivative, Kernel};
+use crate::nearfield::quadrature::MAX_QUAD_ORDER;
 use crate::runtime::{Error, Result};
 
 /// The largest table accepted, in entries: entry ids are int32 in the
-/// dense symmetry maps ([`super::DenseOrbits`]) and u32 in the reduced
+/// dense symmetry maps ([`crate::nearfield::DenseOrbits`]) and u32 in the reduced
 /// tables, the cache payload and the device layouts (3D: q ≤ 15).
 pub const MAX_TABLE_ENTRIES: u64 = i32::MAX as u64;
 
@@ -44,7 +44,7 @@ pub const YUKAWA_LAMBDA_EXTENT_RANGE: (f64, f64) = (1e-200, 1e200);
 /// accepted, inclusive (0 is accepted too; module docs).
 pub const DIRECTION_COMPONENT_RANGE: (f64, f64) = (1e-50, 1e50);
 
-/// How far a free target point ([`super::entry_at_point`]) may lie from
+/// How far a free target point ([`crate::nearfield::entry_at_point`]) may lie from
 /// the box's centre, per component, in units of `L` (a case's targets are
 /// within 2.5 L).
 pub const TARGET_REACH: f64 = 1e6;
@@ -74,7 +74,7 @@ pub struct TableSize {
 }
 
 /// `n` with thousands separators (messages name sizes people compare).
-pub(super) fn grouped(n: u64) -> String {
+pub(in crate::nearfield) fn grouped(n: u64) -> String {
     let s = n.to_string();
     let mut out = String::new();
     for (i, c) in s.chars().enumerate() {
@@ -89,7 +89,7 @@ pub(super) fn grouped(n: u64) -> String {
 /// The size of a table of dimension `dim` (2 or 3) and order `q`
 /// (`1..=MAX_QUAD_ORDER`), refused when it has more than
 /// [`MAX_TABLE_ENTRIES`] entries, with the size it needs and the limit.
-/// The table builders, [`super::DenseOrbits::build`] and the reduced
+/// The table builders, [`crate::nearfield::DenseOrbits::build`] and the reduced
 /// layouts call it first; a caller reporting sizes (`hipkern nearfield
 /// stats`) calls the same.
 pub fn check_table_size(dim: usize, q: usize) -> Result<TableSize> {
@@ -183,7 +183,7 @@ pub fn check_kernel_and_extent(kernel: &Kernel, extent: f64) -> Result<()> {
 /// farther than [`TARGET_REACH`]`·L` from the box's centre on an axis, or
 /// inside the box closer than [`MIN_FACE_DISTANCE`]`·L` to a face on an
 /// axis (on the face itself is accepted).
-pub(super) fn check_target_point(x: &[f64], extent: f64) -> Result<()> {
+pub(in crate::nearfield) fn check_target_point(x: &[f64], extent: f64) -> Result<()> {
     let half = 0.5 * extent;
     for (k, &c) in x.iter().enumerate() {
         if (c - half).abs() > TARGET_REACH * extent {
@@ -207,7 +207,7 @@ pub(super) fn check_target_point(x: &[f64], extent: f64) -> Result<()> {
 
 /// Refuses computed values that are not finite (a safety net behind the
 /// range checks): how many of them and the first, by `name(index)`.
-pub(super) fn check_finite(
+pub(in crate::nearfield) fn check_finite(
     what: &str,
     values: &[f64],
     name: &dyn Fn(usize) -> String,

@@ -92,9 +92,9 @@ pub fn legendre_gauss_unit(q: usize) -> Result<(Vec<f64>, Vec<f64>)> {
 /// `2^{e−51}` (`2^e ≤ L < 2^{e+1}`; `2^{−51}` for `L = 1`, an error of at
 /// most `2^{−52} L`, about one ulp of `L`), the lower half `L` minus it
 /// (exact). With `L` a power of two every target point of every case
-/// ([`super::Cases::target_points`]) is then computed exactly, so that a
+/// ([`crate::nearfield::Cases::target_points`]) is then computed exactly, so that a
 /// signed permutation of the axes maps target points onto target points
-/// bit for bit (the symmetry of a table, `super::symmetry`).
+/// bit for bit (the symmetry of a table, `crate::nearfield::symmetry`).
 ///
 /// `q` in `1..=MAX_QUAD_ORDER`, `L` finite and positive. The rule is exact
 /// for polynomials of degree `2q − 1` (to the rounding of the nodes);

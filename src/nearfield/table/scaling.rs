@@ -19,9 +19,9 @@
 //!   keeps them so; `ρ^{d−1}` by the same count as above).
 //! - Yukawa: `e^{−λρr}` is not homogeneous; it needs one table per level
 //!   (an error here).
-use super::kernels::{BaseKernel, Kernel};
-use super::quadrature::q_points;
-use super::table::{mode_normalizers, NearFieldTable};
+use crate::nearfield::kernels::{BaseKernel, Kernel};
+use crate::nearfield::quadrature::q_points;
+use crate::nearfield::table::{mode_normalizers, NearFieldTable};
 use crate::runtime::{Error, Result};
 use std::f64::consts::PI;
 
