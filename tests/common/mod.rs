@@ -1,5 +1,10 @@
-//! Shared test inputs.
+//! Shared test inputs; the submodules hold what one family of test files
+//! shares (each module's docs name its files). A family's module is built
+//! with the features its tests require (`cli`, `cache`), so every binary
+//! that includes this module still builds without them.
 use hipkern::rng::SplitMix64;
+#[cfg(feature = "cli")]
+pub mod cli_force;
 pub mod psf;
 
 /// A neighbour-list-like edge set: edges grouped by dst (the centre atom,
