@@ -5,6 +5,8 @@
 use hipkern::rng::SplitMix64;
 #[cfg(feature = "cli")]
 pub mod cli_force;
+pub mod list1;
+pub mod list1_device;
 pub mod psf;
 
 /// A neighbour-list-like edge set: edges grouped by dst (the centre atom,
