@@ -7,6 +7,8 @@ use hipkern::rng::SplitMix64;
 pub mod cli_force;
 pub mod list1;
 pub mod list1_device;
+#[cfg(feature = "cache")]
+pub mod nearfield_cache;
 pub mod psf;
 
 /// A neighbour-list-like edge set: edges grouped by dst (the centre atom,
