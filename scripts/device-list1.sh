@@ -3,7 +3,7 @@
 # into .device/l1 (stripped, about 37 MB: under the 64 MiB a device call
 # carries; each binary holds every kernel's device code): the list1 bench
 # and the List 1 device test binary, with a runner, .device/l1/run.sh, for
-# the GPU machine (the CLI's device tests, tests/cli_nearfield.rs, need the
+# the GPU machine (the CLI's device tests, tests/cli_nearfield_list1.rs, need the
 # program too and go in another call: scripts/device-tests.sh builds
 # them). There it runs the tests (plain, as `cargo test` does), then the bench on
 # the configurations and

@@ -5,6 +5,8 @@
 use hipkern::rng::SplitMix64;
 #[cfg(feature = "cli")]
 pub mod cli_force;
+#[cfg(feature = "cli")]
+pub mod cli_nearfield;
 pub mod list1;
 pub mod list1_device;
 #[cfg(feature = "cache")]
