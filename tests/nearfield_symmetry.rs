@@ -278,7 +278,7 @@ use hipkern::Error;
 /// 3D q = 2, and at 3D q = 3 for Laplace (default orders), ∂/∂x₂ and a
 /// directional derivative (`measure_reduced_errors`). The dense build still evaluates
 /// every (case, target) pair on its own; they agree because the scheme's
-/// rounding follows the symmetry (src/nearfield/entry.rs, "Rounding
+/// rounding follows the symmetry (src/nearfield/table/entry.rs, "Rounding
 /// follows the symmetry": exactly mirrored nodes and target points, mirror-
 /// exact basis values, the sum factored in the simplex's axis order,
 /// compensated sums). Before that: 1.6e−15 (2D Laplace q = 4), 3.8e−15

@@ -458,11 +458,11 @@ typedef enum hipkern_list1_layout {
  *   the compact row count otherwise; rows of one table are contiguous).
  * mode_normalizers: nq float64 (the integral of each source mode), read
  *   only by pairs whose level displacement is nonzero (2D Laplace).
- * ORBIT (src/nearfield/orbit.rs): case_orbit_ranks (n_cases),
+ * ORBIT (src/nearfield/symmetry/orbit.rs): case_orbit_ranks (n_cases),
  *   case_axis_perm, case_axis_sign, case_axis_group (n_cases x dim; group
  *   labels with 0x80 = flippable axis, 0x40 = derivative axis),
  *   case_value_offsets (n_case_orbits + 1), axis_sign_power (dim).
- * FALLBACK (src/nearfield/fallback.rs): transform_qpoint_map
+ * FALLBACK (src/nearfield/symmetry/fallback.rs): transform_qpoint_map
  *   (n_transforms x nq), transform_case_map (n_transforms x n_cases),
  *   transform_signs (n_transforms), the open-addressed representative
  *   lookup (lookup_size slots, a power of two, keys full ids with
@@ -553,7 +553,7 @@ typedef struct hipkern_list1_pairs {
  * hash; a representative missing from the hash gives NaN). Every float64
  * operation is one correctly rounded IEEE operation in that order, never
  * contracted into a fused multiply-add: the result is bitwise the CPU
- * evaluator's (src/nearfield/list1.rs) over the same entry values.
+ * evaluator's (src/nearfield/list1/cpu.rs) over the same entry values.
  *
  * Target boxes are spread over the grid's x axis (grid-stride); each box
  * is taken by a group of at most target_batch_size lanes (1 ..=

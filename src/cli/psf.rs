@@ -379,7 +379,7 @@ fn replay_cpu(
 }
 
 /// A device mode: the device sink [`hipkern::psf::DeviceSink`]
-/// (src/psf/device.rs) in `mode`, events too large for the cache routed to
+/// (src/psf/device/) in `mode`, events too large for the cache routed to
 /// its mid-stream direct path. The time includes the final download.
 fn replay_device(
     device: &Device,

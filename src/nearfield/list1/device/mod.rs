@@ -48,7 +48,7 @@
 //!
 //! - `CaseGrouped` (the default where `q^d ≤` [`MAX_GROUPED_MODES`]):
 //!   [`List1Evaluator::plan`] also groups each chunk's pairs by (table,
-//!   case) into tiles (host counting sort, `list1_grouping.rs`); on the
+//!   case) into tiles (host counting sort, `src/nearfield/list1/grouping.rs`); on the
 //!   device a block builds its tile's case matrix `T(case, ·, ·)` once in
 //!   shared memory, whatever the layout, and applies it to every pair of
 //!   the tile, writing the per-pair sums `acc_j(t)` to the plan's scratch;
@@ -65,7 +65,7 @@
 //! - `TargetTiled` ([`List1Schedule::TargetTiled`]; opt-in, `q^d ≤`
 //!   [`MAX_TILED_MODES`]): the plan also cuts the target boxes into tiles
 //!   of [`List1Evaluator::set_targets_per_tile`] boxes (host,
-//!   `list1_tiling.rs`: boxes ordered by their sorted key lists, so a tile
+//!   `src/nearfield/list1/tiling.rs`: boxes ordered by their sorted key lists, so a tile
 //!   gathers boxes with the same cases; [`List1DevicePlan::tile_slots`]
 //!   counts the lane slots walked). A block walks its tile's keys in
 //!   ascending order, builds each case matrix once in shared memory and
