@@ -796,9 +796,10 @@ pub fn object_is_current(stored: Option<&str>, fingerprint: &str, object_exists:
 }
 
 /// The sources to compile, in the order to start them: only those whose
-/// object is not current, the largest first (one source,
-/// nearfield_list1.hip, takes most of the time for every architecture, so
-/// the others finish beside it); equal sizes keep their list order.
+/// object is not current, the largest first, so that the long compiles
+/// start early and the short ones finish beside them (list1_tiled.hip
+/// takes most of the time for every architecture); equal sizes keep their
+/// list order.
 pub fn compile_order(sizes: &[u64], current: &[bool]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..sizes.len()).filter(|&i| !current[i]).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(sizes[i]));

@@ -1,6 +1,6 @@
 //! The List 1 evaluator on the device (`docs/design/list1.md`): a table
 //! uploaded once in one of three layouts, evaluated many times on a stream
-//! (`hipkern_list1_evaluate`, hip/nearfield_list1.hip).
+//! (`hipkern_list1_evaluate`, hip/list1_per_target.hip and the other hip/list1_*.hip).
 //!
 //! # What it computes
 //!
