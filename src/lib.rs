@@ -137,7 +137,7 @@
 pub mod force;
 pub mod host_memory;
 pub mod nearfield;
-mod npy;
+pub mod npy;
 pub mod psf;
 pub mod rng;
 pub mod runtime;

@@ -1,14 +1,15 @@
-//! The `.npy` header (format 1.0) the library's writers put before their
-//! little-endian data: written here rather than through an array crate so
-//! that the library needs none.
+//! The `.npy` header (format 1.0) that the library's writers, and the
+//! program's `.npy`/`.npz` outputs, put before their little-endian data:
+//! written here rather than through an array crate so that the library
+//! needs none.
 
 /// The magic string every `.npy` file starts with.
-pub(crate) const MAGIC: &[u8] = b"\x93NUMPY";
+pub const MAGIC: &[u8] = b"\x93NUMPY";
 
 /// The header of a version 1.0 `.npy` file of a little-endian C-order
 /// array (`descr` as numpy spells it, e.g. `<f8`), padded as numpy pads it
 /// so that the data starts at a multiple of 64 bytes.
-pub(crate) fn header(descr: &str, shape: &[usize]) -> Vec<u8> {
+pub fn header(descr: &str, shape: &[usize]) -> Vec<u8> {
     let shape = match shape {
         [] => "()".to_string(),
         [n] => format!("({n},)"),

@@ -43,29 +43,7 @@ fn descr(data: &NpyData<'_>) -> String {
 /// Writes one array as a `.npy` (format 1.0, little-endian, C order) to
 /// `w`, streaming the values (no copy of the array is made).
 pub fn write_npy(w: &mut dyn Write, shape: &[usize], data: &NpyData<'_>) -> std::io::Result<()> {
-    let shape = match shape {
-        [] => "()".to_string(),
-        [n] => format!("({n},)"),
-        dims => format!(
-            "({})",
-            dims.iter()
-                .map(|d| d.to_string())
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    };
-    let mut header = format!(
-        "{{'descr': '{}', 'fortran_order': False, 'shape': {shape}, }}",
-        descr(data)
-    );
-    // magic (6) + version (2) + header length (2) + header + '\n' ≡ 0 mod 64.
-    while (10 + header.len() + 1) % 64 != 0 {
-        header.push(' ');
-    }
-    header.push('\n');
-    w.write_all(b"\x93NUMPY\x01\x00")?;
-    w.write_all(&(header.len() as u16).to_le_bytes())?;
-    w.write_all(header.as_bytes())?;
+    w.write_all(&hipkern::npy::header(&descr(data), shape))?;
     // In blocks, so a large array is not copied whole.
     fn put<T: Copy, const N: usize>(
         w: &mut dyn Write,

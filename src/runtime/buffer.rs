@@ -141,10 +141,10 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
 
     /// A read-only view of `range`.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'_, T>> {
-        let (start, end) = resolve_range(range, self.len)?;
+        let (ptr, len) = sub_range::<T>(self.ptr, self.len, range)?;
         Ok(DeviceSlice {
-            ptr: self.elem_ptr(start),
-            len: end - start,
+            ptr,
+            len,
             device: &self.device,
             _t: PhantomData,
         })
@@ -152,11 +152,10 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
 
     /// A writable view of `range`.
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceSliceMut<'_, T>> {
-        let (start, end) = resolve_range(range, self.len)?;
-        let ptr = self.elem_ptr(start);
+        let (ptr, len) = sub_range::<T>(self.ptr, self.len, range)?;
         Ok(DeviceSliceMut {
             ptr,
-            len: end - start,
+            len,
             device: &self.device,
             _t: PhantomData,
         })
@@ -180,10 +179,6 @@ impl<T: DeviceRepr> DeviceBuffer<T> {
             device: &self.device,
             _t: PhantomData,
         }
-    }
-
-    fn elem_ptr(&self, i: usize) -> *mut c_void {
-        offset::<T>(self.ptr, i)
     }
 
     /// Synchronous copy from the host; lengths must match.
@@ -351,6 +346,17 @@ fn offset<T>(ptr: *mut c_void, i: usize) -> *mut c_void {
     (ptr as *mut T).wrapping_add(i).cast()
 }
 
+/// The address and length of `range` of `len` elements at `ptr`: what
+/// every sub-view (of a buffer or of a view) is made of.
+fn sub_range<T>(
+    ptr: *mut c_void,
+    len: usize,
+    range: impl RangeBounds<usize>,
+) -> Result<(*mut c_void, usize)> {
+    let (start, end) = resolve_range(range, len)?;
+    Ok((offset::<T>(ptr, start), end - start))
+}
+
 impl<'a, T: DeviceRepr> DeviceSlice<'a, T> {
     /// A read-only view of `len` elements of `T` at `ptr` on `device`,
     /// memory that `owner` (a tensor wrapper, a Kokkos view, an
@@ -396,10 +402,10 @@ impl<'a, T: DeviceRepr> DeviceSlice<'a, T> {
     }
     /// A view of `range` of this view.
     pub fn slice(&self, range: impl RangeBounds<usize>) -> Result<DeviceSlice<'a, T>> {
-        let (start, end) = resolve_range(range, self.len)?;
+        let (ptr, len) = sub_range::<T>(self.ptr, self.len, range)?;
         Ok(DeviceSlice {
-            ptr: offset::<T>(self.ptr, start),
-            len: end - start,
+            ptr,
+            len,
             device: self.device,
             _t: PhantomData,
         })
@@ -490,10 +496,10 @@ impl<'a, T: DeviceRepr> DeviceSliceMut<'a, T> {
     }
     /// A writable view of `range` of this view (borrowing it).
     pub fn slice_mut(&mut self, range: impl RangeBounds<usize>) -> Result<DeviceSliceMut<'_, T>> {
-        let (start, end) = resolve_range(range, self.len)?;
+        let (ptr, len) = sub_range::<T>(self.ptr, self.len, range)?;
         Ok(DeviceSliceMut {
-            ptr: offset::<T>(self.ptr, start),
-            len: end - start,
+            ptr,
+            len,
             device: self.device,
             _t: PhantomData,
         })
