@@ -137,8 +137,8 @@ int32_t hipkern_psf_count(const double *ev, int64_t n, int32_t w, int32_t h, uin
 }
 
 int32_t hipkern_list1_evaluate(const hipkern_list1_table *t, const hipkern_list1_pairs *p,
-                               const double *f, double *out, int32_t batch, void *s) {
-  (void)t; (void)p; (void)f; (void)out; (void)batch; (void)s; NT;
+                               const double *f, double *out, void *s) {
+  (void)t; (void)p; (void)f; (void)out; (void)s; NT;
 }
 
 int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *t, const hipkern_list1_pairs *p,
@@ -161,4 +161,20 @@ int32_t hipkern_list1_expand_keys(const hipkern_list1_table *t, const uint32_t *
 int32_t hipkern_list1_tiled_tensor_cores(int32_t *available) {
   if (available) *available = 0;
   NT;
+}
+
+/* A property of the ABI, not of a device: the widths of list1_tiled.hip's
+ * kTiledTargets, kStagedTargets and kFmaTargets, the same on every
+ * platform. */
+int32_t hipkern_list1_tile_targets(int32_t kernel, int32_t *targets_per_tile) {
+  int32_t b = 0;
+  switch (kernel) {
+    case HIPKERN_LIST1_TILED: b = 64; break;
+    case HIPKERN_LIST1_STAGED: b = 32; break;
+    case HIPKERN_LIST1_TILED_FMA: b = 32; break;
+    default: break;
+  }
+  if (b == 0 || !targets_per_tile) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  *targets_per_tile = b;
+  return HIPKERN_SUCCESS;
 }

@@ -8,19 +8,19 @@
 //
 //   Grid: target boxes on the grid's x axis. DENSE and the generic ORBIT
 //     path: block i takes boxes i, i + gridDim.x, ...; block:
-//     target_batch_size threads (lanes). The ORBIT fast path and FALLBACK
+//     kTargetBatch threads (lanes). The ORBIT fast path and FALLBACK
 //     pack `boxes` groups of `lanes` threads into one block (group g of
 //     block i takes boxes i·boxes + g, + gridDim.x·boxes, ...), so the
 //     shared-memory staging below is paid once per several boxes: lanes =
-//     min(target_batch_size, w) with w = nq where nq divides kLaneGroup
+//     min(kTargetBatch, w) with w = nq where nq divides kLaneGroup
 //     (32), else nq rounded up to whole lane groups (lanes past nq have no
-//     target; a box never straddles a lane group unless the batch asks for
-//     fewer lanes; box_lanes below, with its checks at warp 32 and 64). The
+//     target; a box never straddles a lane group; box_lanes in
+//     hipkern_list1_common.h, with its checks at warp 32 and 64). The
 //     target-point loop has the launch-known bound n_q_points (= q^d) and
 //     lane guard `t < n_box_targets`: lane l takes the box's target points
 //     t = l, l + lanes, ... Each lane computes its targets' sums alone, in
-//     registers, in the CPU evaluator's order (below), so the batch size
-//     changes which thread computes a value, never the value.
+//     registers, in the CPU evaluator's order (below), so the lanes
+//     change which thread computes a value, never the value.
 //   Warp width: lanes and boxes are a split of the work only. No lane
 //     reads another's registers (no shuffle, vote or warp-synchronous
 //     shared memory: threads meet only across __syncthreads), so every
@@ -832,18 +832,23 @@ int32_t launch(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr, co
   return static_cast<int32_t>(hipGetLastError());
 }
 
+// Lanes per target box (the batch above): 32, the fastest measured —
+// faster than one lane in every configuration of benches/RESULTS.md
+// "list1 — 2026-12-03" (H200), 1.4× (2D q = 4 fallback) to 29× (3D q = 4
+// dense 71.5 against 2.43 ms; 3D q = 3 uniform dense 11.56 against 0.452).
+// One kLaneGroup: no box straddles two lane groups.
+constexpr int kTargetBatch = 32;
+static_assert(kTargetBatch == kLaneGroup, "a box's lanes are one lane group");
+
 }  // namespace
 
 extern "C" {
 
 int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_list1_pairs *pairs,
-                               const double *source_values, double *out,
-                               int32_t target_batch_size, void *stream) {
+                               const double *source_values, double *out, void *stream) {
   if (!table || !pairs) return HIPKERN_ERROR_INVALID_ARGUMENT;
   const hipkern_list1_table &t = *table;
   const hipkern_list1_pairs &p = *pairs;
-  if (target_batch_size < 1 || target_batch_size > HIPKERN_LIST1_MAX_BATCH)
-    return HIPKERN_ERROR_INVALID_ARGUMENT;
   int64_t nq = 0;
   const int32_t rc = check_table_and_pairs(t, p, &nq);
   if (rc != HIPKERN_SUCCESS) return rc;
@@ -853,7 +858,7 @@ int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_l
   HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   hipStream_t s = static_cast<hipStream_t>(stream);
   const int n = static_cast<int>(nq);
-  const int b = target_batch_size;
+  const int b = kTargetBatch;
   if (t.dim == 2) {
     switch (t.layout) {
       case HIPKERN_LIST1_DENSE: return launch<2, HIPKERN_LIST1_DENSE>(t, p, source_values, out, n, b, s);

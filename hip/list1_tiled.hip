@@ -1,65 +1,98 @@
-// hipkern_list1_evaluate_tiled and hipkern_list1_tiled_tensor_cores, the
-// target-tiled schedule of the List 1 evaluator (hipkern_list1_common.h: the
-// other schedules and what they share; hipkern_list1_tiled.h: the staging
-// its three kernels share).
+// hipkern_list1_evaluate_tiled, hipkern_list1_tile_targets and
+// hipkern_list1_tiled_tensor_cores, the target-tiled schedule of the List 1
+// evaluator (hipkern_list1_common.h: the other schedules and what they
+// share; hipkern_list1_tiled.h: the staging its kernels share).
 //
-// hipkern_list1_evaluate_tiled launches one kernel: tiles of target boxes whose
-// outputs stay in registers, one case matrix per key of the tile, the sums
-// on NVIDIA's FP64 tensor cores (list1_tiled_mma_kernel) or with FMAs.
-// Unlike the two others it is not bitwise the CPU evaluator (see there).
+// hipkern_list1_evaluate_tiled launches one kernel, the one the caller
+// names (hipkern_list1_tiles.kernel): tiles of target boxes whose outputs
+// stay in registers, one case matrix per key of the tile, the sums on
+// NVIDIA's FP64 tensor cores (list1_tiled_kernel per key,
+// list1_staged_kernel source-staged) or with FMAs (list1_tiled_fma_kernel,
+// every platform). Unlike the two other schedules it is not bitwise the
+// CPU evaluator (see there).
 //
 // --- The target-tiled schedule (hipkern_list1_evaluate_tiled) -----------
 //
-// One block per tile of B = targets_per_tile target boxes (lanes). The
-// block walks the tile's keys (table · n_cases + case, ascending) in
-// chunks of kTiledKeyChunk. Per chunk it first resolves every (key, lane)
-// slot at once — pair id, source box, level, scale, displacement term,
-// checked against the lane's own list, case and table — and decodes every
-// key's layout descriptors (decode_case_layout), into shared memory: many
-// independent loads in flight instead of one dependent chain per key.
-// Per key the block builds the case matrix T(case, ·, ·) once in shared
-// memory (case_matrix_entry, any layout) and the source vectors of the
-// lanes with a pair of that key, pre-scaled (coalesced rows), and every
-// such box adds T·(scale·f) into its outputs, in registers for the whole
-// tile. A case never has two pairs in one target's list (the case fixes
-// the source box), so a lane has at most one pair per key; the host's
-// tiling puts a repeated pair under a repeated key.
+// One block per tile of B = targets_per_tile target boxes (lanes; one
+// width per kernel, below). The block walks the tile's keys (table ·
+// n_cases + case, ascending). No kernel decodes a compact layout: each
+// reads a key's case matrix as a dense nq × nq block (key_matrix_offset:
+// the key matrices hipkern_list1_expand_keys wrote, or a DENSE table's
+// own rows), so one instantiation per (kernel, q^d) serves every layout,
+// and a layout's bits are the dense layout's.
+//
+// The per-key kernels (list1_tiled_kernel, list1_tiled_fma_kernel) take
+// the keys in chunks of kTiledKeyChunk. Per chunk the block first
+// resolves every (key, lane) slot at once — pair id, source box, level,
+// scale, displacement term, checked against the lane's own list, case and
+// table — and every key's matrix offset, into shared memory: many
+// independent loads in flight instead of one dependent chain per key. Per
+// key the block copies the case matrix T(case, ·, ·) into shared memory
+// and the source vectors of the lanes with a pair of that key, pre-scaled
+// (coalesced rows), and every such box adds T·(scale·f) into its outputs,
+// in registers for the whole tile. A case never has two pairs in one
+// target's list (the case fixes the source box), so a lane has at most one
+// pair per key; the host's tiling puts a repeated pair under a repeated
+// key.
 //
 // The key loop is software-pipelined: the loads of key e + 1's matrix
 // entries and source values are issued into registers before key e's sums
 // and stored into shared memory only after them, so their latency hides
 // behind the sums and the barriers (one round of loads per key, all in
 // flight at once); the next chunk's slots are resolved after the first
-// key's sums of the current chunk (double-buffered slots). ORBIT builds
-// the next key's per-axis code and rank-term tables (tiled_orbit_tables)
-// between the two barriers of a key, so its entries are a few shared
-// reads and the gather (tiled_orbit_entry) instead of the whole decode.
+// key's sums of the current chunk (double-buffered slots).
 //
-// Two kernels do the sums. list1_tiled_kernel (FMAs, every platform):
-// 32 · S threads; the q^d outputs are cut into S parts of RO (≤ 9) and a
-// thread holds RT = B / 32 boxes × RO outputs, thread (part p, column g)
-// taking lanes g, g + 32, ... and outputs p·RO .. p·RO + RO: one FMA per
-// source mode in order. A warp is one part: its T reads are broadcasts,
-// its source reads one per lane (odd row stride: no bank conflict).
-// (Here a "lane" is a target box of the tile, and the 32 is kLaneGroup:
-// a part is kLaneGroup threads, a warp on NVIDIA and wave32, half a
-// wavefront on wave64, where a wavefront's two parts read two T rows: a
-// speed matter only. Threads share data only through shared memory across
-// __syncthreads, so the kernel is correct at any warp width; blocks of
-// 32 · S threads with S odd end in a half-filled wavefront on wave64.)
-// list1_tiled_mma_kernel (NVIDIA sm_80+): the products on the FP64 tensor
-// cores, below; it and list1_tiled_mma_sources_kernel are compiled for
-// NVIDIA alone (HIPKERN_L1_NVCC): AMD builds run list1_tiled_kernel.
+// list1_tiled_fma_kernel (FMAs, every platform): 32 · S threads; the q^d
+// outputs are cut into S parts of RO (≤ 9) and a thread holds RT = B / 32
+// boxes × RO outputs, thread (part p, column g) taking lanes g, g + 32,
+// ... and outputs p·RO .. p·RO + RO: one FMA per source mode in order. A
+// warp is one part: its T reads are broadcasts, its source reads one per
+// lane (odd row stride: no bank conflict). (Here a "lane" is a target box
+// of the tile, and the 32 is kLaneGroup: a part is kLaneGroup threads, a
+// warp on NVIDIA and wave32, half a wavefront on wave64, where a
+// wavefront's two parts read two T rows: a speed matter only. Threads
+// share data only through shared memory across __syncthreads, so the
+// kernel is correct at any warp width; blocks of 32 · S threads with S odd
+// end in a half-filled wavefront on wave64.) list1_tiled_kernel and
+// list1_staged_kernel (NVIDIA sm_80+): the products on the FP64 tensor
+// cores, below; compiled for NVIDIA alone (HIPKERN_L1_NVCC): AMD builds
+// run list1_tiled_fma_kernel, and refuse the two others.
 //
 // Order: per target point, the keys ascending, then the source modes in
 // order (one FMA each, or four per tensor-core step): the same for every
-// B and layout (the case matrices are equal), so the same bits for every
-// tile width and layout and from run to run, per kernel; not the CPU
-// evaluator's bits (list order, unfused).
+// layout (the case matrices are equal) and from run to run, per kernel;
+// not the CPU evaluator's bits (list order, unfused).
 #include "hipkern_list1_common.h"
 #include "hipkern_list1_tiled.h"
 
 namespace {
+
+// Targets per tile (hipkern_list1_tiles.targets_per_tile), one width per
+// kernel (hipkern_list1_tile_targets): each more width is one more
+// instantiation per q^d, and the layer's compile time. The widths measured
+// fastest (benches/RESULTS.md):
+//   list1_tiled_kernel 64: on the H100, where per-key tiles are chosen
+//     (the random octree), dense 0.245 ms against 0.253 at 32 and 0.400
+//     at 128 ("list1, source staging chosen per plan (auto)", 9da8886);
+//   list1_staged_kernel 32: the fastest staged width in every
+//     configuration of that run and of the H200 run of 6128bc7;
+//   list1_tiled_fma_kernel 32: the fastest or within ~30 % of it in the
+//     H200 run of 2f9109f, and it keeps the block's case matrix, source
+//     rows and slots within the 64 KB of LDS an AMD block gets at q^d = 64.
+constexpr int kTiledTargets = 64;
+constexpr int kStagedTargets = 32;
+constexpr int kFmaTargets = 32;
+static_assert(kFmaTargets % kLaneGroup == 0, "the FMA kernel's width is whole lane groups");
+
+// The width of kernel `kernel` (hipkern_list1_tiled_kernel), 0 for none.
+inline int tile_width(int32_t kernel) {
+  switch (kernel) {
+    case HIPKERN_LIST1_TILED: return kTiledTargets;
+    case HIPKERN_LIST1_STAGED: return kStagedTargets;
+    case HIPKERN_LIST1_TILED_FMA: return kFmaTargets;
+    default: return 0;
+  }
+}
 
 // [T parts × nq × part stride f64] [F B × odd stride f64] [state].
 __host__ __device__ inline size_t tiled_matrix_bytes(int nq, int b) {
@@ -67,31 +100,30 @@ __host__ __device__ inline size_t tiled_matrix_bytes(int nq, int b) {
          static_cast<size_t>(b) * tiled_f_stride(nq) * 8;
 }
 __host__ __device__ inline size_t tiled_shared(int nq, int b) {
-  return (tiled_matrix_bytes(nq, b) + 15) / 16 * 16 + tiled_state_bytes(nq, b);
+  return (tiled_matrix_bytes(nq, b) + 15) / 16 * 16 + tiled_state_bytes(b);
 }
 
-template <int D, int LAYOUT, int NQ, int RT>
+template <int NQ>
 __global__ void __launch_bounds__(kTiledMaxThreads)
-    list1_tiled_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr, hipkern_list1_tiles tl,
-                       const double *__restrict__ f, double *__restrict__ out,
-                       uint32_t lookup_bits) {
+    list1_tiled_fma_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
+                           hipkern_list1_tiles tl, const double *__restrict__ f,
+                           double *__restrict__ out, const double *__restrict__ matrices) {
   constexpr int S = tiled_parts(NQ);
   constexpr int RO = tiled_ro(NQ);
   constexpr int LDP = tiled_part_stride(NQ);
   constexpr int LDF = tiled_f_stride(NQ);
-  constexpr int B = kLaneGroup * RT;
+  constexpr int B = kFmaTargets;
+  constexpr int RT = B / kLaneGroup;
   constexpr int THREADS = kLaneGroup * S;
   extern __shared__ double smem_d[];
   double *Tc = smem_d;
   double *F = Tc + S * NQ * LDP;
   const TiledState st = tiled_state(
-      reinterpret_cast<unsigned char *>(smem_d) + (tiled_matrix_bytes(NQ, B) + 15) / 16 * 16, NQ,
-      B);
+      reinterpret_cast<unsigned char *>(smem_d) + (tiled_matrix_bytes(NQ, B) + 15) / 16 * 16, B);
 
   const int tid = static_cast<int>(threadIdx.x);
   const int part = tid >> kLaneGroupLog2;  // one lane group per part (see above)
   const int col = tid & (kLaneGroup - 1);
-  if (LAYOUT == HIPKERN_LIST1_ORBIT) tiled_mode_words<D>(tab.q, NQ, st);
   // The padding of the last part (outputs past nq) stays zero.
   for (int x = tid; x < S * NQ * LDP; x += THREADS) Tc[x] = 0.0;
   for (int64_t k = blockIdx.x; k < tl.n_tiles; k += gridDim.x) {
@@ -138,16 +170,17 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
           for (int o = 0; o < RO; ++o) u[r][o] += dt;
       }
     };
-    tiled_walk<D, LAYOUT, NQ, B, THREADS, false>(
-        tab, pr, tl, f, k, st, lookup_bits, Tc,
+    tiled_walk<NQ, B, THREADS, false>(
+        tab, pr, tl, matrices, f, k, st, Tc,
         [](int s, int t) { return ((t / RO) * NQ + s) * LDP + t % RO; }, F, LDF, sums);
-    __syncthreads();  // every lane's bad flag is final
+    __syncthreads();  // every lane's bad flag and the tile's are final
+    const bool tile_bad = *st.tbad != 0u;
 #pragma unroll
     for (int r = 0; r < RT; ++r) {
       const int lane = col + kLaneGroup * r;
       const uint32_t i = st.ltarget[lane];
       if (i == kNotFound) continue;
-      const bool nan = st.lbad[lane] != 0u;
+      const bool nan = tile_bad || st.lbad[lane] != 0u;
       double *ob = out + static_cast<size_t>(i) * NQ;
 #pragma unroll
       for (int o = 0; o < RO; ++o) {
@@ -160,28 +193,27 @@ __global__ void __launch_bounds__(kTiledMaxThreads)
 
 // --- The target-tiled schedule on NVIDIA's FP64 tensor cores -------------
 //
-// The same tiles, slots, pipelined staging and order of keys as
-// list1_tiled_kernel, but per key the products are matrix products on the
-// FP64 tensor cores (mma.sync m8n8k4, sm_80 and later): U(t, n) += Σ_s
-// A(t, s) · G(s, n) with A(t, s) = T(case, s, t) (the case matrix, q^d
-// padded to whole 8 × 4 tiles with zeros) and G(s, n) = scale_n · f[box_n,
-// s] (zero for a lane without a pair of the key), n over 32 target boxes.
-// The block has WARPS column groups of 32 boxes and MSPLIT warps per
-// group, warp (m0, group) taking the row tiles m0, m0 + MSPLIT, ...: more
-// warps to issue loads and hide their latency, the same products. A warp's
-// accumulators (its row tiles × 4 fragments of 8 × 8) stay in registers
-// for the whole tile. Each mma adds four products to an accumulator
-// element (a k-step); the order (keys ascending, k-steps of the source
-// modes in order) is the same for every tile width, split and layout, so
-// the same bits for all of them and from run to run, but not the FMA
-// kernel's bits.
+// list1_tiled_kernel: the same tiles, slots, pipelined staging and order
+// of keys as list1_tiled_fma_kernel, but per key the products are matrix
+// products on the FP64 tensor cores (mma.sync m8n8k4, sm_80 and later):
+// U(t, n) += Σ_s A(t, s) · G(s, n) with A(t, s) = T(case, s, t) (the case
+// matrix, q^d padded to whole 8 × 4 tiles with zeros) and G(s, n) =
+// scale_n · f[box_n, s] (zero for a lane without a pair of the key), n
+// over 32 target boxes. The block has WARPS column groups of 32 boxes and
+// MSPLIT warps per group, warp (m0, group) taking the row tiles m0, m0 +
+// MSPLIT, ...: more warps to issue loads and hide their latency, the same
+// products. A warp's accumulators (its row tiles × 4 fragments of 8 × 8)
+// stay in registers for the whole tile. Each mma adds four products to an
+// accumulator element (a k-step); the order (keys ascending, k-steps of
+// the source modes in order) is list1_staged_kernel's, so the same bits as
+// it, for every layout and from run to run, but not the FMA kernel's bits.
 //
 // NVIDIA only, from here to the matching #endif (HIPKERN_L1_NVCC: nvcc, or
 // hipcc on NVIDIA): mma.sync.aligned is an instruction of the whole
 // converged 32-thread warp, so the 32s below (tid >> 5, tid & 31,
 // 32 · WARPS, the fragment layouts lane / 4, lane % 4, __syncwarp) are the
 // NVIDIA warp itself, not kLaneGroup. No AMD build compiles or launches
-// these kernels (tiled_kernel picks list1_tiled_kernel there).
+// these kernels (the entry point refuses them there).
 #if defined(HIPKERN_L1_NVCC)
 // Padded sizes: rows (target points) to 8, columns (source modes) to 4;
 // the row stride ≡ 4 (mod 16) doubles so a fragment load (rows g = 0..3 or
@@ -191,10 +223,15 @@ __host__ __device__ constexpr int mma_k_steps(int nq) { return (nq + 3) / 4; }
 __host__ __device__ constexpr int mma_stride(int nq) {
   return (mma_k_steps(nq) * 4 + 11) / 16 * 16 + 4;
 }
-// Warps per column group: as many as the row tiles allow, at most 8 warps
-// in the block.
-__host__ __device__ constexpr int mma_msplit(int nq, int warps) {
-  return mma_m_tiles(nq) < 8 / warps ? mma_m_tiles(nq) : 8 / warps;
+// Column groups of 32 boxes, and warps per column group: as many as the
+// row tiles allow, at most 8 warps in the block.
+constexpr int kTiledWarps = kTiledTargets / 32;
+static_assert(kTiledTargets % 32 == 0, "list1_tiled_kernel's width is whole warps");
+__host__ __device__ constexpr int mma_msplit(int nq) {
+  return mma_m_tiles(nq) < 8 / kTiledWarps ? mma_m_tiles(nq) : 8 / kTiledWarps;
+}
+__host__ __device__ constexpr int mma_keyed_threads(int nq) {
+  return 32 * kTiledWarps * mma_msplit(nq);
 }
 
 // [A m_tiles·8 × stride f64] [G B × stride f64] [state].
@@ -203,7 +240,7 @@ __host__ __device__ inline size_t mma_matrix_bytes(int nq, int b) {
          static_cast<size_t>(b) * mma_stride(nq) * 8;
 }
 __host__ __device__ inline size_t mma_keyed_shared(int nq, int b) {
-  return (mma_matrix_bytes(nq, b) + 15) / 16 * 16 + tiled_state_bytes(nq, b);
+  return (mma_matrix_bytes(nq, b) + 15) / 16 * 16 + tiled_state_bytes(b);
 }
 
 // d = a·b + c on one 8 × 8 × 4 tile (fragments: a = A(lane / 4, lane % 4),
@@ -224,22 +261,24 @@ __device__ __forceinline__ void mma_8x8x4(double &d0, double &d1, double a, doub
 
 // (mma_built, mma_available: hipkern_list1_common.h.)
 
-template <int D, int LAYOUT, int NQ, int WARPS, int MSPLIT>
-__global__ void __launch_bounds__(32 * WARPS * MSPLIT)
-    list1_tiled_mma_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
-                           hipkern_list1_tiles tl, const double *__restrict__ f,
-                           double *__restrict__ out, uint32_t lookup_bits) {
+template <int NQ>
+__global__ void __launch_bounds__(mma_keyed_threads(NQ))
+    list1_tiled_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr, hipkern_list1_tiles tl,
+                       const double *__restrict__ f, double *__restrict__ out,
+                       const double *__restrict__ matrices) {
+  constexpr int WARPS = kTiledWarps;
+  constexpr int MSPLIT = mma_msplit(NQ);
   constexpr int MT = mma_m_tiles(NQ);
   constexpr int MW = (MT + MSPLIT - 1) / MSPLIT;  // row tiles per warp (at most)
   constexpr int KS = mma_k_steps(NQ);
   constexpr int LD = mma_stride(NQ);
-  constexpr int B = 32 * WARPS;
-  constexpr int THREADS = B * MSPLIT;
+  constexpr int B = kTiledTargets;
+  constexpr int THREADS = mma_keyed_threads(NQ);
   extern __shared__ double smem_d[];
   double *A = smem_d;
   double *G = A + MT * 8 * LD;
   const TiledState st = tiled_state(
-      reinterpret_cast<unsigned char *>(smem_d) + (mma_matrix_bytes(NQ, B) + 15) / 16 * 16, NQ, B);
+      reinterpret_cast<unsigned char *>(smem_d) + (mma_matrix_bytes(NQ, B) + 15) / 16 * 16, B);
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5;
@@ -247,7 +286,6 @@ __global__ void __launch_bounds__(32 * WARPS * MSPLIT)
   const int m0 = warp / WARPS;  // first row tile
   const int lane = tid & 31;
   const int g = lane >> 2, cq = lane & 3;
-  if (LAYOUT == HIPKERN_LIST1_ORBIT) tiled_mode_words<D>(tab.q, NQ, st);
   // The padding (rows past nq, columns past nq) stays zero.
   for (int x = tid; x < MT * 8 * LD + B * LD; x += THREADS) A[x] = 0.0;
   for (int64_t k = blockIdx.x; k < tl.n_tiles; k += gridDim.x) {
@@ -287,10 +325,10 @@ __global__ void __launch_bounds__(32 * WARPS * MSPLIT)
             for (int i = 0; i < MW; ++i) acc[i][n][h] += dt;
         }
     };
-    tiled_walk<D, LAYOUT, NQ, B, THREADS, true>(
-        tab, pr, tl, f, k, st, lookup_bits, A, [](int s, int t) { return t * LD + s; }, G, LD,
-        sums);
-    __syncthreads();  // every lane's bad flag is final
+    tiled_walk<NQ, B, THREADS, true>(tab, pr, tl, matrices, f, k, st, A,
+                                     [](int s, int t) { return t * LD + s; }, G, LD, sums);
+    __syncthreads();  // every lane's bad flag and the tile's are final
+    const bool tile_bad = *st.tbad != 0u;
 #pragma unroll
     for (int n = 0; n < 4; ++n)
 #pragma unroll
@@ -298,7 +336,7 @@ __global__ void __launch_bounds__(32 * WARPS * MSPLIT)
         const int l = wn * 32 + n * 8 + 2 * cq + h;
         const uint32_t ib = st.ltarget[l];
         if (ib == kNotFound) continue;
-        const bool nan = st.lbad[l] != 0u;
+        const bool nan = tile_bad || st.lbad[l] != 0u;
         double *ob = out + static_cast<size_t>(ib) * NQ;
 #pragma unroll
         for (int i = 0; i < MW; ++i) {
@@ -312,8 +350,8 @@ __global__ void __launch_bounds__(32 * WARPS * MSPLIT)
 
 // --- The same on the tensor cores, source-staged ---------------------------
 //
-// (hipkern_list1_tiles.arithmetic = HIPKERN_LIST1_TILED_TENSOR_SOURCES.)
-// The same tiles and keys as list1_tiled_kernel, the products as matrix
+// list1_staged_kernel (hipkern_list1_tiles.kernel = HIPKERN_LIST1_STAGED):
+// the same tiles and keys as list1_tiled_kernel, the products as matrix
 // products on the FP64 tensor cores (mma.sync m8n8k4, sm_80 and later):
 // per key U(t, n) += Σ_s A(t, s) · G(s, n) with A(t, s) = T(case, s, t)
 // (q^d padded to whole 8 × 4 tiles with zeros) and G(s, n) = scale_n ·
@@ -327,22 +365,22 @@ __global__ void __launch_bounds__(32 * WARPS * MSPLIT)
 // terms), and a key's column n is row key_source_slots[key, n] of them (a
 // zero row for a box without a pair): no per-key staging of source
 // values. The keys are taken in chunks of kMmaKeyChunk: per chunk the
-// block resolves and checks every (key, box) slot and decodes each key's
-// layout descriptors (ORBIT: its per-axis tables) into shared memory
-// (two barriers, ORBIT three), then every warp walks the chunk's keys on
-// its own, without barriers: warp (row tile m, column group ng) reads its A fragments
-// (rows t = 8m .. 8m + 7, all source modes) straight from the layout —
-// DENSE from the table, ORBIT decoded from the per-axis tables, FALLBACK
-// through case_matrix_entry — the next key's while this key's products
-// run, and its B fragments from the source rows; its accumulators (8 × 8
-// per column tile, NT tiles) stay in registers for the whole tile.
+// block resolves and checks every (key, box) slot and each key's matrix
+// offset into shared memory (two barriers), then every warp walks the
+// chunk's keys on its own, without barriers: warp (row tile m, column
+// group ng) reads its A fragments (rows t = 8m .. 8m + 7, all source
+// modes) straight from the key's dense case matrix, the next key's while
+// this key's products run, and its B fragments from the source rows; its
+// accumulators (8 × 8 per column tile, NT tiles) stay in registers for
+// the whole tile.
 //
 // Order: per output, the keys ascending, per key the k-steps of four
-// source modes in order, then the displacement term: the same for every
-// tile width and layout (the case matrices are equal) and from run to run,
-// so the same bits; not the FMA kernel's bits, nor the CPU evaluator's.
+// source modes in order, then the displacement term: list1_tiled_kernel's
+// order, for every layout (the case matrices are equal) and from run to
+// run, so the same bits; not the FMA kernel's bits, nor the CPU
+// evaluator's.
 constexpr int kMmaKeyChunk = 32;
-// mma_slots decodes key kk with thread kk: every block has ≥ 32 threads.
+// mma_slots resolves key kk with thread kk: every block has ≥ 32 threads.
 static_assert(kMmaKeyChunk <= 32, "a key chunk per warp's threads");
 // The source rows' stride in doubles: the k-steps' columns, ≡ 4 (mod 8),
 // so a B fragment load (a half-warp: 4 rows × 4 consecutive columns) of
@@ -352,8 +390,7 @@ __host__ __device__ constexpr int mma_row_stride(int nq) {
 }
 // Column tiles (8 boxes) per warp and column groups per tile of b boxes:
 // a warp takes the whole tile (b / 4 accumulator doubles a thread), so the
-// A fragments it reads or decodes per key (ORBIT: about 70 SASS
-// instructions an entry, against one load for DENSE) serve every box.
+// A fragments it reads per key serve every box.
 __host__ __device__ constexpr int mma_n_tiles(int b) { return b / 8; }
 __host__ __device__ constexpr int mma_groups(int b) { return b / (8 * mma_n_tiles(b)); }
 __host__ __device__ constexpr int mma_threads(int nq, int b) {
@@ -361,54 +398,37 @@ __host__ __device__ constexpr int mma_threads(int nq, int b) {
 }
 
 // Shared memory: [source rows (rows + 1) × stride f64, row `rows` zero]
-// [their displacement terms rows + 1 f64] [key value offsets C u64]
-// [ORBIT rank terms C × D·q² u32] [lane target, begin, end, bad 4·B u32]
-// [key case C i32] [candidate count, smallest image case 2·C i32] [tile
-// flags 2 u32] [ORBIT codes C × D·q² u16] [slots C × B u16] [align 16]
-// [OrbitCase C] [candidates C × max transforms u8], C = kMmaKeyChunk.
-__host__ __device__ inline size_t mma_head_bytes(int nq, int b, int rows, int dq2) {
+// [their displacement terms rows + 1 f64] [key matrix offsets C u64]
+// [lane target, begin, end, bad 4·B u32] [tile flags 2 u32] [slots C × B
+// u16], C = kMmaKeyChunk.
+__host__ __device__ inline size_t mma_sources_shared(int nq, int b, int rows) {
   constexpr size_t C = kMmaKeyChunk;
-  size_t n = static_cast<size_t>(rows + 1) * mma_row_stride(nq) * 8 +
-             static_cast<size_t>(rows + 1) * 8 + C * 8 + C * dq2 * 4 + static_cast<size_t>(b) * 16 +
-             C * 12 + 8 + C * dq2 * 2 + C * b * 2;
+  const size_t n = static_cast<size_t>(rows + 1) * mma_row_stride(nq) * 8 +
+                   static_cast<size_t>(rows + 1) * 8 + C * 8 + static_cast<size_t>(b) * 16 + 8 +
+                   C * b * 2;
   return (n + 15) / 16 * 16;
-}
-__host__ __device__ inline size_t mma_sources_shared(int nq, int b, int rows, int dq2) {
-  return mma_head_bytes(nq, b, rows, dq2) +
-         kMmaKeyChunk * (sizeof(OrbitCase) + HIPKERN_LIST1_MAX_TRANSFORMS);
 }
 
 struct MmaState {
   double *G, *gdisp;
-  uint64_t *kvoff;
-  uint32_t *orank;
+  uint64_t *kvoff;  // per chunk key: the offset of its case matrix (key_matrix_offset)
   uint32_t *ltarget, *lbegin, *lend, *lbad;
-  int *kcase, *cinfo;
   uint32_t *flags;  // [0] the tile is bad (NaN everywhere), [1] some row has a displacement
-  uint16_t *ocode, *slots;
-  OrbitCase *soc;
-  uint8_t *cand;
+  uint16_t *slots;
 };
 
-__device__ inline MmaState mma_state(unsigned char *at, int nq, int b, int rows, int dq2) {
+__device__ inline MmaState mma_state(unsigned char *at, int nq, int b, int rows) {
   constexpr int C = kMmaKeyChunk;
   MmaState st;
   st.G = reinterpret_cast<double *>(at);
   st.gdisp = st.G + static_cast<size_t>(rows + 1) * mma_row_stride(nq);
   st.kvoff = reinterpret_cast<uint64_t *>(st.gdisp + rows + 1);
-  st.orank = reinterpret_cast<uint32_t *>(st.kvoff + C);
-  st.ltarget = st.orank + C * dq2;
+  st.ltarget = reinterpret_cast<uint32_t *>(st.kvoff + C);
   st.lbegin = st.ltarget + b;
   st.lend = st.lbegin + b;
   st.lbad = st.lend + b;
-  st.kcase = reinterpret_cast<int *>(st.lbad + b);
-  st.cinfo = st.kcase + C;
-  st.flags = reinterpret_cast<uint32_t *>(st.cinfo + 2 * C);
-  st.ocode = reinterpret_cast<uint16_t *>(st.flags + 2);
-  st.slots = st.ocode + C * dq2;
-  const size_t off = mma_head_bytes(nq, b, rows, dq2);
-  st.soc = reinterpret_cast<OrbitCase *>(at + off);
-  st.cand = at + off + sizeof(OrbitCase) * C;
+  st.flags = st.lbad + b;
+  st.slots = reinterpret_cast<uint16_t *>(st.flags + 2);
   return st;
 }
 
@@ -466,41 +486,20 @@ __device__ void mma_tile_begin(const hipkern_list1_table &tab, const hipkern_lis
 }
 
 // The slots of keys ec .. ec + nk (nk ≤ kMmaKeyChunk) of tile k, by the
-// block: per key its case, table offset and decoded layout descriptors;
-// per (key, lane) the source row of the lane's pair of that key (the zero
-// row `rows` for none), checked: the pair in the lane's list, of the key's
-// case and table, its source box the tile's source at that row — else the
-// lane is bad (NaN) and the slot takes the zero row. With key matrices
-// (DENSE's kernel runs them for every layout) a key's offset is its
-// matrix's, case 0; a key without one makes the tile bad. Ends without a
-// barrier.
-template <int D, int LAYOUT, int NQ, int B, int THREADS>
+// block: per key its case matrix's offset (key_matrix_offset: a key
+// without a matrix makes the tile bad); per (key, lane) the source row of
+// the lane's pair of that key (the zero row `rows` for none), checked: the
+// pair in the lane's list, of the key's case and table, its source box the
+// tile's source at that row — else the lane is bad (NaN) and the slot
+// takes the zero row. Ends without a barrier.
+template <int NQ, int B, int THREADS>
 __device__ void mma_slots(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
                           const hipkern_list1_tiles &tl, int64_t k, uint32_t ec, int nk, int rows,
                           const MmaState &st) {
   const int tid = static_cast<int>(threadIdx.x);
-  if (tid < nk) {
-    const uint32_t key = tl.keys[ec + static_cast<uint32_t>(tid)];
-    if (LAYOUT == HIPKERN_LIST1_DENSE && tl.key_matrices != nullptr) {
-      // A key past the tables reads matrix 0: its pairs are refused one by
-      // one (tiled_pair_box), as without key matrices.
-      uint32_t x = 0;
-      if (static_cast<uint64_t>(key) <
-          static_cast<uint64_t>(tab.n_tables) * static_cast<uint64_t>(tab.n_cases)) {
-        x = tl.key_matrix_index[key];
-        if (static_cast<int64_t>(x) >= tl.n_key_matrices) {
-          st.flags[0] = 1u;  // same value from any writer
-          x = 0;
-        }
-      }
-      st.kcase[tid] = 0;
-      st.kvoff[tid] = static_cast<uint64_t>(x) * static_cast<uint64_t>(NQ * NQ);
-    } else {
-      tiled_key_layout<D, LAYOUT>(tab, key, st.kcase + tid, st.kvoff + tid, st.soc + tid,
-                                  st.cand + tid * HIPKERN_LIST1_MAX_TRANSFORMS,
-                                  st.cinfo + 2 * tid);
-    }
-  }
+  if (tid < nk)
+    st.kvoff[tid] =
+        key_matrix_offset(tab, tl, tl.keys[ec + static_cast<uint32_t>(tid)], NQ, st.flags);
   const uint32_t o = tl.tile_source_offsets[k];
   const uint32_t n_src = tl.tile_source_offsets[k + 1] - o;
   for (int x = tid; x < nk * B; x += THREADS) {
@@ -527,47 +526,30 @@ __device__ void mma_slots(const hipkern_list1_table &tab, const hipkern_list1_pa
 }
 
 // A warp's A fragments of chunk key kk: a[ks] = T(case, 4ks + cq, t), 0
-// past q^d, from `values` (the table's rows, or the key matrices). ORBIT:
-// sw[ks] = the source mode word of 4ks + cq, tw the target's (mode_words).
-template <int D, int LAYOUT, int NQ>
-__device__ __forceinline__ void mma_a_fragments(const hipkern_list1_table &tab,
-                                                const double *__restrict__ values,
-                                                const MmaState &st, int kk, int dq2, int t,
-                                                int cq, const uint32_t *sw, uint32_t tw,
-                                                uint32_t lookup_bits, double *a) {
+// past q^d, from its dense case matrix in `matrices`.
+template <int NQ>
+__device__ __forceinline__ void mma_a_fragments(const double *__restrict__ matrices,
+                                                const MmaState &st, int kk, int t, int cq,
+                                                double *a) {
   constexpr int KS = mma_k_steps(NQ);
-  const double *__restrict__ V = values + st.kvoff[kk];
-  if (LAYOUT == HIPKERN_LIST1_ORBIT) {
-    const OrbitCase oc = st.soc[kk];
-    const uint16_t *cd = st.ocode + kk * dq2;
-    const uint32_t *rk = st.orank + kk * dq2;
-    const int stride = dq2 / D;
+  const double *__restrict__ M = matrices + st.kvoff[kk];
 #pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-      a[ks] = (4 * ks + cq < NQ && t < NQ) ? orbit_table_entry<D>(oc, V, cd, rk, stride, sw[ks] + tw)
-                                           : 0.0;
-  } else {
-    const int c = st.kcase[kk];
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      const int s = 4 * ks + cq;
-      a[ks] = (s < NQ && t < NQ)
-                  ? case_matrix_entry<D, LAYOUT>(tab, V, c, s, t, NQ, st.soc + kk, nullptr,
-                                                 st.cand + kk * HIPKERN_LIST1_MAX_TRANSFORMS,
-                                                 st.cinfo + 2 * kk, lookup_bits)
-                  : 0.0;
-    }
+  for (int ks = 0; ks < KS; ++ks) {
+    const int s = 4 * ks + cq;
+    a[ks] = (s < NQ && t < NQ) ? M[s * NQ + t] : 0.0;
   }
 }
 
-// targets_per_tile = B; blocks of mma_threads(NQ, B): warp w takes row
-// tile m = w mod MT (target points 8m .. 8m + 7) of column group ng = w /
-// MT (boxes 8·NT·ng .. 8·NT·(ng + 1)). `rows` = tiles.max_tile_sources.
-template <int D, int LAYOUT, int NQ, int B>
-__global__ void __launch_bounds__(mma_threads(NQ, B))
-    list1_tiled_mma_sources_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr,
-                           hipkern_list1_tiles tl, const double *__restrict__ f,
-                           double *__restrict__ out, uint32_t lookup_bits) {
+// targets_per_tile = kStagedTargets; blocks of mma_threads(NQ, B): warp w
+// takes row tile m = w mod MT (target points 8m .. 8m + 7) of column group
+// ng = w / MT (boxes 8·NT·ng .. 8·NT·(ng + 1)). `rows` =
+// tiles.max_tile_sources.
+template <int NQ>
+__global__ void __launch_bounds__(mma_threads(NQ, kStagedTargets))
+    list1_staged_kernel(hipkern_list1_table tab, hipkern_list1_pairs pr, hipkern_list1_tiles tl,
+                        const double *__restrict__ f, double *__restrict__ out,
+                        const double *__restrict__ matrices) {
+  constexpr int B = kStagedTargets;
   constexpr int MT = mma_m_tiles(NQ);
   constexpr int KS = mma_k_steps(NQ);
   constexpr int LD = mma_row_stride(NQ);
@@ -578,12 +560,8 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
   // would get under 128 registers and spill.
   static_assert(THREADS <= 256 || KS <= 8, "the A prefetch would spill");
   const int rows = tl.max_tile_sources;
-  const int dq2 = LAYOUT == HIPKERN_LIST1_ORBIT ? D * tab.q * tab.q : 0;
-  // Key matrices (any table's layout) run in DENSE's instance.
-  const double *__restrict__ values =
-      LAYOUT == HIPKERN_LIST1_DENSE && tl.key_matrices != nullptr ? tl.key_matrices : tab.values;
   extern __shared__ double smem_d[];
-  const MmaState st = mma_state(reinterpret_cast<unsigned char *>(smem_d), NQ, B, rows, dq2);
+  const MmaState st = mma_state(reinterpret_cast<unsigned char *>(smem_d), NQ, B, rows);
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid >> 5;
@@ -592,16 +570,6 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
   const int lane = tid & 31;
   const int g = lane >> 2, cq = lane & 3;
   const int t = m * 8 + g;  // this thread's target point in the A fragments
-  uint32_t sw[KS] = {}, tw = 0;
-  if (LAYOUT == HIPKERN_LIST1_ORBIT) {
-    uint32_t unused = 0;
-    if (t < NQ) mode_words<D>(t, tab.q, unused, tw);
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks) {
-      sw[ks] = 0;
-      if (4 * ks + cq < NQ) mode_words<D>(4 * ks + cq, tab.q, sw[ks], unused);
-    }
-  }
   // The padding (columns past nq) and the zero row stay zero.
   for (int x = tid; x < (rows + 1) * LD; x += THREADS) st.G[x] = 0.0;
   if (tid == 0) st.gdisp[rows] = 0.0;
@@ -619,29 +587,18 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
       const int nk = n_keys - i < static_cast<uint64_t>(kMmaKeyChunk)
                          ? static_cast<int>(n_keys - i)
                          : kMmaKeyChunk;
-      if (i != 0) __syncthreads();  // the previous chunk's slots and tables are read
-      mma_slots<D, LAYOUT, NQ, B, THREADS>(tab, pr, tl, k, ec, nk, rows, st);
+      if (i != 0) __syncthreads();  // the previous chunk's slots are read
+      mma_slots<NQ, B, THREADS>(tab, pr, tl, k, ec, nk, rows, st);
       __syncthreads();
-      if constexpr (LAYOUT == HIPKERN_LIST1_ORBIT) {
-        // Every key's per-axis tables, by the block.
-        for (int x = tid; x < nk * dq2; x += THREADS) {
-          const int kk = x / dq2;
-          orbit_axis_tables<D>(st.soc[kk], tab.q, st.ocode + kk * dq2, st.orank + kk * dq2,
-                               dq2 / D, x - kk * dq2, dq2);
-        }
-        __syncthreads();
-      }
       if (st.flags[0] != 0u) continue;  // a bad tile: NaN below
       const bool disp = st.flags[1] != 0u;
       double a[KS];
-      mma_a_fragments<D, LAYOUT, NQ>(tab, values, st, 0, dq2, t, cq, sw, tw, lookup_bits, a);
+      mma_a_fragments<NQ>(matrices, st, 0, t, cq, a);
       for (int kk = 0; kk < nk; ++kk) {
         // The next key's A fragments load while this key's products run.
         double an[KS];
-        if (kk + 1 < nk)
-          mma_a_fragments<D, LAYOUT, NQ>(tab, values, st, kk + 1, dq2, t, cq, sw, tw, lookup_bits,
-                                         an);
-        __syncwarp();  // converged after the layout's branches, before mma.sync.aligned
+        if (kk + 1 < nk) mma_a_fragments<NQ>(matrices, st, kk + 1, t, cq, an);
+        __syncwarp();  // converged before mma.sync.aligned
         const uint16_t *sl = st.slots + kk * B + ng * 8 * NT + g * NT;
         int roff[NT];
 #pragma unroll
@@ -690,38 +647,27 @@ __global__ void __launch_bounds__(mma_threads(NQ, B))
 }
 #endif  // HIPKERN_L1_NVCC (the tensor-core kernels)
 
-// The kernel hipkern_list1_evaluate_tiled runs for `tl`: the tensor-core
-// kernels where the caller allows them (arithmetic AUTO: per-key staged;
-// TENSOR_SOURCES: source-staged) and the device and build have them, else
-// the FMA kernel. Chosen once per call: the entry point checks its shared
-// memory, launch_tiled launches it.
-enum class TiledKernel { kFma, kMmaKeyed, kMmaSources };
-TiledKernel tiled_kernel(const hipkern_list1_tiles &tl) {
-#if defined(HIPKERN_L1_NVCC)  // the tensor-core kernels exist on NVIDIA alone
-  if (tl.arithmetic != HIPKERN_LIST1_TILED_FMA && mma_available())
-    return tl.arithmetic == HIPKERN_LIST1_TILED_TENSOR_SOURCES ? TiledKernel::kMmaSources
-                                                               : TiledKernel::kMmaKeyed;
+// Whether this device and build run the tensor-core kernels
+// (hipkern_list1_tiled_tensor_cores).
+bool tensor_cores() {
+#if defined(HIPKERN_L1_NVCC)
+  return mma_available();
 #else
-  (void)tl;
+  return false;
 #endif
-  return TiledKernel::kFma;
 }
 
-// Dynamic shared memory of kernel `which` for q^dim = nq, b boxes per
-// tile and `rows` = tiles.max_tile_sources.
-size_t tiled_shared_bytes(TiledKernel which, int dim, int layout, int nq, int b, int q, int rows) {
+// Dynamic shared memory of kernel `which` (hipkern_list1_tiled_kernel) for
+// q^dim = nq and `rows` = tiles.max_tile_sources.
+size_t tiled_shared_bytes(int32_t which, int nq, int rows) {
 #if defined(HIPKERN_L1_NVCC)
-  if (which == TiledKernel::kMmaKeyed) return mma_keyed_shared(nq, b);
-  if (which == TiledKernel::kMmaSources)
-    return mma_sources_shared(nq, b, rows, layout == HIPKERN_LIST1_ORBIT ? dim * q * q : 0);
+  if (which == HIPKERN_LIST1_TILED) return mma_keyed_shared(nq, kTiledTargets);
+  if (which == HIPKERN_LIST1_STAGED) return mma_sources_shared(nq, kStagedTargets, rows);
 #else
   (void)which;
-  (void)dim;
-  (void)layout;
-  (void)q;
   (void)rows;
 #endif
-  return tiled_shared(nq, b);
+  return tiled_shared(nq, kFmaTargets);
 }
 
 // One block per tile of a tiled-schedule kernel (grid-stride past
@@ -729,76 +675,55 @@ size_t tiled_shared_bytes(TiledKernel which, int dim, int layout, int nq, int b,
 template <typename Kernel>
 int32_t launch_tiles(Kernel kernel, size_t shmem, int threads, const hipkern_list1_table &tab,
                      const hipkern_list1_pairs &pr, const hipkern_list1_tiles &tl, const double *f,
-                     double *out, uint32_t bits, hipStream_t s) {
+                     double *out, const double *matrices, hipStream_t s) {
   (void)hipGetLastError();  // a stale error must not be reported as ours
   const int32_t e = allow_shared(reinterpret_cast<const void *>(kernel), shmem);
   if (e != 0) return e;
   const int64_t blocks = tl.n_tiles < kMaxBlocks ? tl.n_tiles : kMaxBlocks;
   kernel<<<static_cast<unsigned>(blocks), static_cast<unsigned>(threads), shmem, s>>>(
-      tab, pr, tl, f, out, bits);
+      tab, pr, tl, f, out, matrices);
   return static_cast<int32_t>(hipGetLastError());
 }
 
-// The kernel `which` (tiled_kernel) at targets_per_tile = B (checked by the
-// entry point: 32, 64 or 128).
-template <int D, int LAYOUT, int NQ, int B>
-int32_t launch_tiled_b(TiledKernel which, const hipkern_list1_table &tab,
-                       const hipkern_list1_pairs &pr, const hipkern_list1_tiles &tl,
-                       const double *f, double *out, hipStream_t s) {
-  const uint32_t bits = LAYOUT == HIPKERN_LIST1_FALLBACK ? hash_bits(tab) : 0;
-  const size_t shmem = tiled_shared_bytes(which, D, LAYOUT, NQ, B, tab.q, tl.max_tile_sources);
-#if defined(HIPKERN_L1_NVCC)
-  // NVIDIA only: WARPS and the thread counts are in 32-thread NVIDIA warps.
-  if (which == TiledKernel::kMmaKeyed) {
-    constexpr int WARPS = B / 32;
-    constexpr int MSPLIT = mma_msplit(NQ, WARPS);
-    return launch_tiles(&list1_tiled_mma_kernel<D, LAYOUT, NQ, WARPS, MSPLIT>, shmem,
-                        32 * WARPS * MSPLIT, tab, pr, tl, f, out, bits, s);
-  }
-  if (which == TiledKernel::kMmaSources)
-    return launch_tiles(&list1_tiled_mma_sources_kernel<D, LAYOUT, NQ, B>, shmem,
-                        mma_threads(NQ, B), tab, pr, tl, f, out, bits, s);
-#endif
-  // Every platform: B / kLaneGroup boxes a thread, kLaneGroup threads a part.
-  static_assert(B % kLaneGroup == 0, "targets_per_tile is whole lane groups");
-  return launch_tiles(&list1_tiled_kernel<D, LAYOUT, NQ, B / kLaneGroup>, shmem,
-                      kLaneGroup * tiled_parts(NQ), tab, pr, tl, f, out, bits, s);
-}
-
-template <int D, int LAYOUT, int NQ>
-int32_t launch_tiled_nq(TiledKernel which, const hipkern_list1_table &tab,
+// Kernel `which` (checked by the entry point: the tensor-core kernels only
+// where they run) at q^dim = NQ, reading the key matrices or DENSE's rows.
+template <int NQ>
+int32_t launch_tiled_nq(int32_t which, const hipkern_list1_table &tab,
                         const hipkern_list1_pairs &pr, const hipkern_list1_tiles &tl,
                         const double *f, double *out, hipStream_t s) {
-  switch (tl.targets_per_tile) {
-    case 32: return launch_tiled_b<D, LAYOUT, NQ, 32>(which, tab, pr, tl, f, out, s);
-    case 64: return launch_tiled_b<D, LAYOUT, NQ, 64>(which, tab, pr, tl, f, out, s);
-    default: return launch_tiled_b<D, LAYOUT, NQ, 128>(which, tab, pr, tl, f, out, s);
-  }
+  const double *matrices = tl.key_matrices != nullptr ? tl.key_matrices : tab.values;
+  const size_t shmem = tiled_shared_bytes(which, NQ, tl.max_tile_sources);
+#if defined(HIPKERN_L1_NVCC)
+  // NVIDIA only: the thread counts are in 32-thread NVIDIA warps.
+  if (which == HIPKERN_LIST1_TILED)
+    return launch_tiles(&list1_tiled_kernel<NQ>, shmem, mma_keyed_threads(NQ), tab, pr, tl, f,
+                        out, matrices, s);
+  if (which == HIPKERN_LIST1_STAGED)
+    return launch_tiles(&list1_staged_kernel<NQ>, shmem, mma_threads(NQ, kStagedTargets), tab, pr,
+                        tl, f, out, matrices, s);
+#endif
+  // Every platform: kLaneGroup threads a part.
+  return launch_tiles(&list1_tiled_fma_kernel<NQ>, shmem, kLaneGroup * tiled_parts(NQ), tab, pr,
+                      tl, f, out, matrices, s);
 }
 
-// q^D ≤ 64: 2D q ≤ 8, 3D q ≤ 4 (checked by the entry point).
-template <int D, int LAYOUT>
-int32_t launch_tiled(TiledKernel which, const hipkern_list1_table &tab,
+// q^dim ≤ 64: 2D q ≤ 8, 3D q ≤ 4 (checked by the entry point); the kernels
+// depend on q^dim alone (dense case matrices: no per-axis decode).
+int32_t launch_tiled(int32_t which, int nq, const hipkern_list1_table &tab,
                      const hipkern_list1_pairs &pr, const hipkern_list1_tiles &tl, const double *f,
                      double *out, hipStream_t s) {
-  if constexpr (D == 3) {
-    switch (tab.q) {
-      case 1: return launch_tiled_nq<D, LAYOUT, 1>(which, tab, pr, tl, f, out, s);
-      case 2: return launch_tiled_nq<D, LAYOUT, 8>(which, tab, pr, tl, f, out, s);
-      case 3: return launch_tiled_nq<D, LAYOUT, 27>(which, tab, pr, tl, f, out, s);
-      default: return launch_tiled_nq<D, LAYOUT, 64>(which, tab, pr, tl, f, out, s);
-    }
-  } else {
-    switch (tab.q) {
-      case 1: return launch_tiled_nq<D, LAYOUT, 1>(which, tab, pr, tl, f, out, s);
-      case 2: return launch_tiled_nq<D, LAYOUT, 4>(which, tab, pr, tl, f, out, s);
-      case 3: return launch_tiled_nq<D, LAYOUT, 9>(which, tab, pr, tl, f, out, s);
-      case 4: return launch_tiled_nq<D, LAYOUT, 16>(which, tab, pr, tl, f, out, s);
-      case 5: return launch_tiled_nq<D, LAYOUT, 25>(which, tab, pr, tl, f, out, s);
-      case 6: return launch_tiled_nq<D, LAYOUT, 36>(which, tab, pr, tl, f, out, s);
-      case 7: return launch_tiled_nq<D, LAYOUT, 49>(which, tab, pr, tl, f, out, s);
-      default: return launch_tiled_nq<D, LAYOUT, 64>(which, tab, pr, tl, f, out, s);
-    }
+  switch (nq) {
+    case 1: return launch_tiled_nq<1>(which, tab, pr, tl, f, out, s);
+    case 4: return launch_tiled_nq<4>(which, tab, pr, tl, f, out, s);
+    case 8: return launch_tiled_nq<8>(which, tab, pr, tl, f, out, s);
+    case 9: return launch_tiled_nq<9>(which, tab, pr, tl, f, out, s);
+    case 16: return launch_tiled_nq<16>(which, tab, pr, tl, f, out, s);
+    case 25: return launch_tiled_nq<25>(which, tab, pr, tl, f, out, s);
+    case 27: return launch_tiled_nq<27>(which, tab, pr, tl, f, out, s);
+    case 36: return launch_tiled_nq<36>(which, tab, pr, tl, f, out, s);
+    case 49: return launch_tiled_nq<49>(which, tab, pr, tl, f, out, s);
+    case 64: return launch_tiled_nq<64>(which, tab, pr, tl, f, out, s);
+    default: return HIPKERN_ERROR_INVALID_ARGUMENT;  // no q^2 or q^3 ≤ 64
   }
 }
 
@@ -821,31 +746,30 @@ int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
   const int32_t rc = check_table_and_pairs(t, p, &nq);
   if (rc != HIPKERN_SUCCESS) return rc;
   if (nq > HIPKERN_LIST1_TILED_MAX_MODES) return HIPKERN_ERROR_INVALID_ARGUMENT;
-  const int b = g.targets_per_tile;
-  if ((b != 32 && b != 64 && b != 128) || g.n_tiles < 0 || g.n_tiles > INT64_MAX / b ||
-      (g.arithmetic != HIPKERN_LIST1_TILED_AUTO && g.arithmetic != HIPKERN_LIST1_TILED_FMA &&
-       g.arithmetic != HIPKERN_LIST1_TILED_TENSOR_SOURCES))
+  const int32_t which = g.kernel;
+  const int b = tile_width(which);
+  if (b == 0 || g.targets_per_tile != b || g.n_tiles < 0 || g.n_tiles > INT64_MAX / b)
     return HIPKERN_ERROR_INVALID_ARGUMENT;
-  // The source fields belong to the source-staged arithmetic alone: the
+  // The tensor-core kernels where the device and build have them, never a
+  // silent fallback: a caller asks hipkern_list1_tiled_tensor_cores.
+  if (which != HIPKERN_LIST1_TILED_FMA && !tensor_cores()) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  // The source fields belong to the source-staged kernel alone: the
   // others ignore them (their plans are not cut at a source bound, so a
   // tile may have more than HIPKERN_LIST1_TILED_MAX_SOURCES sources).
-  // Checked by arithmetic, not by the kernel a device runs, so a call is
-  // refused or taken alike everywhere.
-  const bool staged = g.arithmetic == HIPKERN_LIST1_TILED_TENSOR_SOURCES;
+  const bool staged = which == HIPKERN_LIST1_STAGED;
   if (staged && (g.max_tile_sources < 0 || g.max_tile_sources > HIPKERN_LIST1_TILED_MAX_SOURCES))
     return HIPKERN_ERROR_INVALID_ARGUMENT;
-  const bool key_matrices = staged && g.key_matrices != nullptr;
-  if (key_matrices && (!g.key_matrix_index || g.n_key_matrices < 1 ||
-                       g.n_key_matrices > int64_t{0xFFFFFFFF} ||
-                       g.n_key_matrices > INT64_MAX / (nq * nq)))
+  // Every kernel reads a key's case matrix as a dense block: the key
+  // matrices, else a DENSE table's own rows (no kernel decodes a compact
+  // layout).
+  if (g.key_matrices != nullptr) {
+    if (!g.key_matrix_index || g.n_key_matrices < 1 || g.n_key_matrices > int64_t{0xFFFFFFFF} ||
+        g.n_key_matrices > INT64_MAX / (nq * nq))
+      return HIPKERN_ERROR_INVALID_ARGUMENT;
+  } else if (t.layout != HIPKERN_LIST1_DENSE) {
     return HIPKERN_ERROR_INVALID_ARGUMENT;
-  const TiledKernel which = tiled_kernel(g);
-  // The source-staged kernel reads key matrices as DENSE reads its rows;
-  // the others (no tensor cores here) reconstruct from the layout.
-  const int layout =
-      key_matrices && which == TiledKernel::kMmaSources ? HIPKERN_LIST1_DENSE : t.layout;
-  const size_t shmem =
-      tiled_shared_bytes(which, t.dim, layout, static_cast<int>(nq), b, t.q, g.max_tile_sources);
+  }
+  const size_t shmem = tiled_shared_bytes(which, static_cast<int>(nq), g.max_tile_sources);
   if (shmem > static_cast<size_t>(shared_limit())) return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (g.n_tiles == 0) return HIPKERN_SUCCESS;
   if (!g.tile_key_offsets || !g.keys || !g.tile_targets || !g.key_pairs ||
@@ -853,28 +777,20 @@ int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   const int32_t rb = check_buffers(t, p, source_values, out);
   if (rb != HIPKERN_SUCCESS) return rb;
-  hipStream_t s = static_cast<hipStream_t>(stream);
-  if (t.dim == 2) {
-    switch (layout) {
-      case HIPKERN_LIST1_DENSE: return launch_tiled<2, HIPKERN_LIST1_DENSE>(which, t, p, g, source_values, out, s);
-      case HIPKERN_LIST1_ORBIT: return launch_tiled<2, HIPKERN_LIST1_ORBIT>(which, t, p, g, source_values, out, s);
-      default: return launch_tiled<2, HIPKERN_LIST1_FALLBACK>(which, t, p, g, source_values, out, s);
-    }
-  }
-  switch (layout) {
-    case HIPKERN_LIST1_DENSE: return launch_tiled<3, HIPKERN_LIST1_DENSE>(which, t, p, g, source_values, out, s);
-    case HIPKERN_LIST1_ORBIT: return launch_tiled<3, HIPKERN_LIST1_ORBIT>(which, t, p, g, source_values, out, s);
-    default: return launch_tiled<3, HIPKERN_LIST1_FALLBACK>(which, t, p, g, source_values, out, s);
-  }
+  return launch_tiled(which, static_cast<int>(nq), t, p, g, source_values, out,
+                      static_cast<hipStream_t>(stream));
+}
+
+int32_t hipkern_list1_tile_targets(int32_t kernel, int32_t *targets_per_tile) {
+  const int b = tile_width(kernel);
+  if (b == 0 || !targets_per_tile) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  *targets_per_tile = b;
+  return HIPKERN_SUCCESS;
 }
 
 int32_t hipkern_list1_tiled_tensor_cores(int32_t *available) {
   if (!available) return HIPKERN_ERROR_INVALID_ARGUMENT;
-#if defined(HIPKERN_L1_NVCC)
-  *available = mma_available() ? 1 : 0;
-#else
-  *available = 0;
-#endif
+  *available = tensor_cores() ? 1 : 0;
   return HIPKERN_SUCCESS;
 }
 

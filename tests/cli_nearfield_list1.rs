@@ -124,21 +124,9 @@ fn list1_cpu_potential_checked_from_the_files() {
             &["--tree", "uniform:2", "--backend", "tpu"][..],
             "--backend",
         ),
-        (&["--tree", "uniform:2", "--batch", "7"][..], "--batch"),
         (
-            &["--tree", "uniform:2", "--schedule", "sideways"][..],
-            "--schedule",
-        ),
-        (
-            &[
-                "--tree",
-                "uniform:2",
-                "--schedule",
-                "grouped",
-                "--backend",
-                "cpu",
-            ][..],
-            "--schedule",
+            &["--tree", "uniform:2", "--contract", "sloppy"][..],
+            "--contract",
         ),
     ] {
         let mut a = vec!["list1", "--dim", "2", "--q", "2", "--kernel", "laplace"];
@@ -247,14 +235,7 @@ fn gpu_list1_device_backend_matches_the_cpu_evaluator() {
     ];
     for (flags, tree, layouts) in cases {
         for layout in layouts {
-            let mut outs = Vec::new();
-            for (batch, schedule) in [
-                ("1", "per-target"),
-                ("32", "per-target"),
-                ("1", "grouped"),
-                ("1", "tiled"),
-            ] {
-                let out = format!("u-{layout}-{batch}-{schedule}.npy");
+            for contract in ["exact", "fast"] {
                 let mut a = vec!["list1"];
                 a.extend(flags);
                 a.extend([
@@ -264,12 +245,8 @@ fn gpu_list1_device_backend_matches_the_cpu_evaluator() {
                     layout,
                     "--backend",
                     "device",
-                    "--batch",
-                    batch,
-                    "--schedule",
-                    schedule,
-                    "--out",
-                    &out,
+                    "--contract",
+                    contract,
                 ]);
                 let report = stdout_of(&run_nearfield(d, &a), "list1 device");
                 let line = report
@@ -277,22 +254,21 @@ fn gpu_list1_device_backend_matches_the_cpu_evaluator() {
                     .find(|l| l.starts_with("difference from the CPU evaluator"))
                     .unwrap();
                 let rel: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
-                assert!(rel <= 1e-13, "{flags:?} {layout} {batch}: {line}");
+                assert!(rel <= 1e-13, "{flags:?} {layout} {contract}: {line}");
                 assert!(report.contains("backend device"), "{report}");
                 assert!(
-                    report.contains(&format!("schedule {schedule},")),
+                    report.contains(&format!("contract {contract}, kernel ")),
                     "{report}"
                 );
-                outs.push(std::fs::read(d.join(&out)).unwrap());
+                // The exact contract's result is the CPU evaluator's, bit
+                // for bit: no difference at all.
+                if contract == "exact" {
+                    assert!(
+                        line.contains("max abs 0.000e0,"),
+                        "{flags:?} {layout}: {line}"
+                    );
+                }
             }
-            assert_eq!(
-                outs[0], outs[1],
-                "{flags:?} {layout}: batch 1 and 32 differ"
-            );
-            assert_eq!(
-                outs[0], outs[2],
-                "{flags:?} {layout}: the grouped schedule differs"
-            );
         }
     }
 }

@@ -23,9 +23,8 @@
  *      hipkern_list1_evaluate) in the DENSE layout, 3D, q = 2: a uniform
  *      grid of 4 x 4 x 4 boxes at level 2, each box's List 1 itself and its
  *      neighbours, every pair's interaction case found here from the box
- *      centres, one table of made-up values; at target batch sizes 1 and
- *      32, each bitwise equal to a float64 loop in hipkern.h's order (and
- *      to each other); then batch sizes 0 and HIPKERN_LIST1_MAX_BATCH + 1,
+ *      centres, one table of made-up values, bitwise equal to a float64
+ *      loop in hipkern.h's order; then a table with an unknown layout,
  *      which must be refused with the output unchanged.
  *
  * Outputs are poisoned (every byte 0xFF: float64 NaN) before each call,
@@ -650,47 +649,36 @@ static void list1_demo(void *stream) {
   size_t out_bytes = sizeof(double) * L1_BOXES * L1_NQ;
   double *d_out = dev_alloc(out_bytes);
 
-  /* Batch 1 and 32 (lanes 8..31 have no target): each bitwise the loop. */
-  static const int32_t batches[2] = {1, 32};
-  double *got[2];
+  /* Bitwise the loop (32 lanes a box: lanes 8..31 have no target). */
+  double *got = xmalloc(out_bytes);
   char detail[160];
-  for (int k = 0; k < 2; k++) {
-    got[k] = xmalloc(out_bytes);
-    CHECK(hipkern_memset_async(d_out, 0xFF, out_bytes, stream));
-    CHECK(hipkern_list1_evaluate(&table, &pairs, d_f, d_out, batches[k], stream));
-    CHECK(hipkern_stream_synchronize(stream));
-    download(got[k], d_out, out_bytes);
-    double e = rel_err(got[k], want, (size_t)L1_BOXES * L1_NQ);
-    int same = memcmp(got[k], want, out_bytes) == 0;
-    snprintf(detail, sizeof detail, "rel err %.2e, bitwise equal: %s", e, same ? "yes" : "no");
-    char what[64];
-    snprintf(what, sizeof what, "list1 dense, batch %d vs loop:", (int)batches[k]);
-    verdict(what, same, detail);
-  }
-  verdict("list1 dense, batch 1 vs batch 32:", memcmp(got[0], got[1], out_bytes) == 0,
-          "bitwise");
+  CHECK(hipkern_memset_async(d_out, 0xFF, out_bytes, stream));
+  CHECK(hipkern_list1_evaluate(&table, &pairs, d_f, d_out, stream));
+  CHECK(hipkern_stream_synchronize(stream));
+  download(got, d_out, out_bytes);
+  double e = rel_err(got, want, (size_t)L1_BOXES * L1_NQ);
+  int same = memcmp(got, want, out_bytes) == 0;
+  snprintf(detail, sizeof detail, "rel err %.2e, bitwise equal: %s", e, same ? "yes" : "no");
+  verdict("list1 dense vs loop:", same, detail);
 
-  /* Batch sizes out of 1..HIPKERN_LIST1_MAX_BATCH: refused before any
-   * launch, the output (batch 32's) unchanged. */
-  static const int32_t bad_batches[2] = {0, HIPKERN_LIST1_MAX_BATCH + 1};
+  /* An unknown layout: refused before any launch, the output unchanged. */
+  hipkern_list1_table bad_table = table;
+  bad_table.layout = (hipkern_list1_layout)3;
   double *after = xmalloc(out_bytes);
-  for (int k = 0; k < 2; k++) {
-    int32_t st = hipkern_list1_evaluate(&table, &pairs, d_f, d_out, bad_batches[k], stream);
-    CHECK(hipkern_stream_synchronize(stream));
-    download(after, d_out, out_bytes);
-    int unchanged = memcmp(after, got[1], out_bytes) == 0;
-    snprintf(detail, sizeof detail, "status %s, output unchanged: %s", hipkern_error_name(st),
-             unchanged ? "yes" : "no");
-    char what[64];
-    snprintf(what, sizeof what, "list1 batch %d refused:", (int)bad_batches[k]);
-    verdict(what, st == HIPKERN_ERROR_INVALID_ARGUMENT && unchanged, detail);
-  }
+  int32_t st = hipkern_list1_evaluate(&bad_table, &pairs, d_f, d_out, stream);
+  CHECK(hipkern_stream_synchronize(stream));
+  download(after, d_out, out_bytes);
+  int unchanged = memcmp(after, got, out_bytes) == 0;
+  snprintf(detail, sizeof detail, "status %s, output unchanged: %s", hipkern_error_name(st),
+           unchanged ? "yes" : "no");
+  verdict("list1 unknown layout refused:", st == HIPKERN_ERROR_INVALID_ARGUMENT && unchanged,
+          detail);
 
   void *bufs[] = {d_values, d_norms,  d_starts, d_sources, d_cases, d_levels,
                   d_scale,  d_disp,   d_ltab,   d_f,       d_out};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) CHECK(hipkern_free(bufs[i]));
   free(id_of_code), free(sources), free(cases), free(values), free(want);
-  free(got[0]), free(got[1]), free(after);
+  free(got), free(after);
 }
 
 int main(int argc, char **argv) {

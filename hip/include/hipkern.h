@@ -5,7 +5,7 @@
  * find_package(hipkern CONFIG) and hipkern::hipkern; or pkg-config hipkern;
  * docs/c_and_cmake.md) and calls these entry points on memory and streams
  * it already owns. The shared library's SONAME carries HIPKERN_ABI_VERSION
- * (libhipkern.so.4) and it exports the hipkern_* entry points only. The ABI is plain
+ * (libhipkern.so.5) and it exports the hipkern_* entry points only. The ABI is plain
  * C: no C++ types, no HIP types. Streams and events are opaque pointers
  * (`hipStream_t`/`hipEvent_t` on AMD, `cudaStream_t`/`cudaEvent_t` on
  * NVIDIA), so a caller may pass its own; NULL means the default stream.
@@ -33,6 +33,13 @@
  * Versioning: HIPKERN_ABI_VERSION changes whenever an existing declaration
  * changes meaning or layout; hipkern_abi_version() reports the version the
  * library was built with, so a caller can refuse a mismatched library.
+ * Changes in v5: hipkern_list1_evaluate lost its target_batch_size (32
+ * lanes a target box always; HIPKERN_LIST1_MAX_BATCH is gone);
+ * hipkern_list1_tiles.arithmetic became `kernel`
+ * (hipkern_list1_tiled_kernel, which names one kernel, never falls back),
+ * targets_per_tile is that kernel's one width (hipkern_list1_tile_targets,
+ * new), and every tiled kernel reads case matrices as dense blocks only
+ * (an ORBIT or FALLBACK table needs key matrices).
  */
 #ifndef HIPKERN_H
 #define HIPKERN_H
@@ -44,7 +51,7 @@
 extern "C" {
 #endif
 
-#define HIPKERN_ABI_VERSION 4
+#define HIPKERN_ABI_VERSION 5
 
 /* ---- status codes (hipkern's own; runtime codes are positive) ---------- */
 #define HIPKERN_SUCCESS 0
@@ -435,8 +442,6 @@ int32_t hipkern_psf_count(const double *events, int64_t n_events, int32_t width,
 /* ---- List 1 near-field evaluator (docs/design/list1.md) ------------------ */
 /** Most transforms a descriptor fallback has (the 48 signed permutations of 3 axes). */
 #define HIPKERN_LIST1_MAX_TRANSFORMS 48
-/** Largest list1_target_batch_size (threads per target box). */
-#define HIPKERN_LIST1_MAX_BATCH 1024
 /** Levels the per-level scaling arrays may cover (box levels 0..=31). */
 #define HIPKERN_LIST1_MAX_LEVELS 32
 
@@ -556,12 +561,12 @@ typedef struct hipkern_list1_pairs {
  * evaluator's (src/nearfield/list1/cpu.rs) over the same entry values.
  *
  * Target boxes are spread over the grid's x axis (grid-stride); each box
- * is taken by a group of at most target_batch_size lanes (1 ..=
- * HIPKERN_LIST1_MAX_BATCH; DENSE: one group per block, the ORBIT and
- * FALLBACK layouts may pack several boxes' groups into one block), lane l
- * taking the box's target points t = l, l + lanes, ... below q^dim. The
- * batch size does not change any sum: every value is bitwise the same for
- * every batch size.
+ * is taken by a group of at most 32 lanes (DENSE: one group per block, the
+ * ORBIT and FALLBACK layouts may pack several boxes' groups into one
+ * block), lane l taking the box's target points t = l, l + lanes, ...
+ * below q^dim (32: the fastest measured; list1_per_target.hip says why).
+ * The lanes do not change any sum: each value is computed by one lane
+ * alone, in the order above.
  *
  * source_values: n_boxes x nq float64; out: n_targets x nq float64, fully
  * overwritten (n_targets == 0 writes nothing). The pairs, cases, levels and
@@ -571,8 +576,7 @@ typedef struct hipkern_list1_pairs {
  * Asynchronous on `stream`.
  */
 int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_list1_pairs *pairs,
-                               const double *source_values, double *out,
-                               int32_t target_batch_size, void *stream);
+                               const double *source_values, double *out, void *stream);
 
 /** Largest q^dim the case-grouped schedule takes (its case matrix and a
  * round of source vectors in one block's shared memory). */
@@ -646,61 +650,60 @@ int32_t hipkern_list1_evaluate_grouped(const hipkern_list1_table *table,
 /** Largest hipkern_list1_tiles.max_tile_sources (source rows of one tile). */
 #define HIPKERN_LIST1_TILED_MAX_SOURCES 4096
 
-/** hipkern_list1_tiles.arithmetic: AUTO takes NVIDIA's FP64 tensor cores
- * (mma.sync m8n8k4, sm_80 and later) where the device and the build (every
- * architecture it targets) have them, else FMAs; FMA always takes FMAs;
- * TENSOR_SOURCES takes the tensor cores as AUTO does, source-staged (each
- * tile's source boxes loaded once, per key each warp reading its case
- * matrix fragments straight from the layout: no per-key staging or
- * barrier), else FMAs. AUTO and TENSOR_SOURCES compute the same products
- * in the same order: the same bits. */
-typedef enum hipkern_list1_tiled_arithmetic {
-  HIPKERN_LIST1_TILED_AUTO = 0,
-  HIPKERN_LIST1_TILED_FMA = 1,
-  HIPKERN_LIST1_TILED_TENSOR_SOURCES = 2
-} hipkern_list1_tiled_arithmetic;
+/** hipkern_list1_tiles.kernel: the kernel hipkern_list1_evaluate_tiled
+ * runs, exactly that one (no fallback). TILED and STAGED run on NVIDIA's
+ * FP64 tensor cores (mma.sync m8n8k4, sm_80 and later) and are refused
+ * where hipkern_list1_tiled_tensor_cores says 0 (every AMD build); TILED
+ * stages each key's case matrix and its boxes' source values per key,
+ * STAGED loads each tile's source boxes once (the tile-source fields) and
+ * reads the case matrix fragments straight from memory, with no per-key
+ * barrier. TILED_FMA takes FMAs, on every platform. TILED and STAGED
+ * compute the same products in the same order: the same bits. */
+typedef enum hipkern_list1_tiled_kernel {
+  HIPKERN_LIST1_TILED = 0,      /* per-key tiles on NVIDIA's FP64 tensor cores (sm_80+) */
+  HIPKERN_LIST1_STAGED = 1,     /* source-staged tiles on the FP64 tensor cores */
+  HIPKERN_LIST1_TILED_FMA = 2   /* per-key tiles with FMAs, every platform */
+} hipkern_list1_tiled_kernel;
 
 /**
  * The target-tiled schedule (hipkern_list1_evaluate_tiled), device pointers
- * except the counts. Tile k is targets_per_tile (32, 64 or 128) target
- * boxes tile_targets[k · targets_per_tile + lane] (0xFFFFFFFF: no box on
- * that lane; every target box should be on exactly one lane of one tile:
- * a box on none keeps its output rows) and the keys
- * keys[tile_key_offsets[k] .. tile_key_offsets[k + 1]) (tile_key_offsets:
- * n_tiles + 1 ascending absolute indices), each key = table · n_cases +
- * case (table = level_table[box_levels[source box]]). For the key at
- * absolute index e, key_pairs[e · targets_per_tile + lane] is the pair id
- * of that lane's box with that key, or 0xFFFFFFFF; every pair of a tile's
- * boxes must appear exactly once (a pair in no slot is not detected: it
- * is left out of its target's sum).
- * The tile's source boxes: tile_sources[tile_source_offsets[k] ..
- * tile_source_offsets[k + 1]) (n_tiles + 1 ascending absolute offsets; at
- * most max_tile_sources per tile, itself within 0 ..
- * HIPKERN_LIST1_TILED_MAX_SOURCES), and
+ * except the counts. `kernel` is a hipkern_list1_tiled_kernel, and
+ * targets_per_tile must be its width (hipkern_list1_tile_targets). Tile k
+ * is targets_per_tile target boxes tile_targets[k · targets_per_tile +
+ * lane] (0xFFFFFFFF: no box on that lane; every target box should be on
+ * exactly one lane of one tile: a box on none keeps its output rows) and
+ * the keys keys[tile_key_offsets[k] .. tile_key_offsets[k + 1])
+ * (tile_key_offsets: n_tiles + 1 ascending absolute indices), each key =
+ * table · n_cases + case (table = level_table[box_levels[source box]]).
+ * For the key at absolute index e, key_pairs[e · targets_per_tile + lane]
+ * is the pair id of that lane's box with that key, or 0xFFFFFFFF; every
+ * pair of a tile's boxes must appear exactly once (a pair in no slot is
+ * not detected: it is left out of its target's sum).
+ * The tile's source boxes (STAGED alone checks and reads these four
+ * fields; the others ignore them: null, any max_tile_sources):
+ * tile_sources[tile_source_offsets[k] .. tile_source_offsets[k + 1])
+ * (n_tiles + 1 ascending absolute offsets; at most max_tile_sources per
+ * tile, itself within 0 .. HIPKERN_LIST1_TILED_MAX_SOURCES), and
  * key_source_slots[e · targets_per_tile + lane] the position among them of
  * the source box of the pair in key_pairs at the same place (anything
- * where there is no pair). Only arithmetic
- * HIPKERN_LIST1_TILED_TENSOR_SOURCES checks and reads these four fields
- * (the others ignore them: null, any max_tile_sources): its kernel loads
- * each tile's sources once and reads a pair's source values through its
- * slot; a slot that names another box than its pair's source, like a pair
- * outside its list, makes that box's outputs NaN, and a tile with more
- * sources than max_tile_sources (or a source box past n_boxes) has every
- * output NaN.
- * Key matrices (optional, read by TENSOR_SOURCES alone, where it runs on
- * the tensor cores): with key_matrices non-null, the kernel reads key
- * `key`'s case matrix from key_matrices + key_matrix_index[key] · q^{2·dim}
- * (as hipkern_list1_expand_keys writes it) instead of reconstructing its
- * entries from the table's layout, so an ORBIT or fallback table runs as
- * fast as a dense one; key_matrix_index has n_tables · n_cases entries and
- * n_key_matrices (1 .. 2^32 − 1) matrices follow key_matrices. A tile with
- * a key whose index is n_key_matrices or more has every output NaN. The
- * matrices hold the layout's entries, so the bits are the same as without.
+ * where there is no pair). A slot that names another box than its pair's
+ * source, like a pair outside its list, makes that box's outputs NaN, and
+ * a tile with more sources than max_tile_sources (or a source box past
+ * n_boxes) has every output NaN.
+ * Key matrices (read by every kernel): each kernel reads key `key`'s case
+ * matrix as one dense q^dim × q^dim block, entry s · q^dim + t =
+ * T(case, s, t): with key_matrices non-null, key_matrices +
+ * key_matrix_index[key] · q^{2·dim} (as hipkern_list1_expand_keys writes
+ * them; key_matrix_index has n_tables · n_cases entries and
+ * n_key_matrices, 1 .. 2^32 − 1, matrices follow key_matrices), else the
+ * table's own rows, which only a DENSE table has: an ORBIT or FALLBACK
+ * table needs key matrices. A tile with a key whose index is
+ * n_key_matrices or more has every output NaN. The matrices hold the
+ * layout's entries, so every layout gives the dense layout's bits.
  */
-
 typedef struct hipkern_list1_tiles {
   int32_t targets_per_tile;
-  int32_t arithmetic;
+  int32_t kernel;
   int64_t n_tiles;
   const uint32_t *tile_targets;
   const uint32_t *tile_key_offsets;
@@ -729,15 +732,22 @@ int32_t hipkern_list1_expand_keys(const hipkern_list1_table *table, const uint32
                                   int64_t n_keys, double *key_matrices, void *stream);
 
 /**
- * Whether hipkern_list1_evaluate_tiled takes the FP64 tensor cores on the
- * calling thread's current device where its arithmetic allows them (AUTO,
- * TENSOR_SOURCES): *available = 1 where every architecture of the build
- * has them (sm_80 and later) and so does the device, else 0 (every AMD
- * build; a device that cannot be queried). Where it is 0, TENSOR_SOURCES
- * runs the FMA kernel and reads neither the source lists nor the key
- * matrices: a caller choosing between the tiled kernels asks this first.
+ * Whether the calling thread's current device runs the tensor-core
+ * kernels (HIPKERN_LIST1_TILED, HIPKERN_LIST1_STAGED): *available = 1
+ * where every architecture of the build has them (sm_80 and later) and so
+ * does the device, else 0 (every AMD build; a device that cannot be
+ * queried), and hipkern_list1_evaluate_tiled refuses them.
  */
 int32_t hipkern_list1_tiled_tensor_cores(int32_t *available);
+
+/**
+ * *targets_per_tile = the width of `kernel` (a hipkern_list1_tiled_kernel),
+ * the one hipkern_list1_tiles.targets_per_tile it takes (on every
+ * platform and device; whether the kernel runs here:
+ * hipkern_list1_tiled_tensor_cores). HIPKERN_ERROR_INVALID_ARGUMENT for
+ * another kernel or a null pointer.
+ */
+int32_t hipkern_list1_tile_targets(int32_t kernel, int32_t *targets_per_tile);
 
 /**
  * List 1, target-tiled: the value of hipkern_list1_evaluate to rounding,
@@ -748,24 +758,26 @@ int32_t hipkern_list1_tiled_tensor_cores(int32_t *available);
  * sum_s f_s · N_s, where nonzero). out[i · nq + t] = u(t) for every box i
  * of a tile; NaN for a box one of whose slots holds a pair outside its
  * list or of another case or table (or a source slot of another box).
- * The sums: with FMAs (32 · ceil(q^dim / 9) threads, each holding
- * targets_per_tile / 32 boxes × at most 9 of their outputs in registers;
- * per key the block builds the case matrix and the scaled source rows in
- * shared memory; one FMA per source mode in order), or on the FP64 tensor
- * cores (`arithmetic`; one warp per 32 boxes, or source-staged per 8
- * target points of the whole tile; the products as 8 × 8 × 4 matrix tiles:
- * four source modes per step, in order). Either order (keys
- * ascending) is not hipkern_list1_evaluate's: results agree with it (and
- * the CPU evaluator) to rounding, not bit for bit; for one arithmetic they
- * are the same bits for every targets_per_tile and every layout holding
- * the same entry values, and from run to run.
+ * The sums (tiles.kernel): TILED_FMA with FMAs (32 · ceil(q^dim / 9)
+ * threads, each holding at most 9 outputs of one box in registers; per key
+ * the block copies the case matrix and the scaled source rows into shared
+ * memory; one FMA per source mode in order); TILED and STAGED on the FP64
+ * tensor cores (TILED: warps of 32 boxes × rows of 8 target points, with
+ * TILED_FMA's per-key staging; STAGED: one warp per 8 target points of the
+ * whole tile), the products as 8 × 8 × 4 matrix tiles: four source modes
+ * per step, in order. Either order (keys ascending) is not
+ * hipkern_list1_evaluate's: results agree with it (and the CPU evaluator)
+ * to rounding, not bit for bit; for one kernel (TILED and STAGED alike)
+ * they are the same bits for every layout and from run to run.
  * Requires q^dim <= HIPKERN_LIST1_TILED_MAX_MODES and the kernel's shared
- * memory within the device's limit per block (FMA and AUTO: about 8 ·
- * q^dim · (q^dim + 1 + targets_per_tile) bytes; TENSOR_SOURCES: about 8 ·
- * (max_tile_sources + 1) · (q^dim rounded up to 4, then to 4 mod 8) bytes
- * plus 32 keys' slots and descriptors). The entry point checks those, what
- * hipkern_list1_evaluate checks, and the tiles' pointers, and returns
- * HIPKERN_ERROR_INVALID_ARGUMENT before launching anything.
+ * memory within the device's limit per block (TILED_FMA and TILED: about
+ * 8 · q^dim · (q^dim + 1 + targets_per_tile) bytes plus slots for 16
+ * keys; STAGED: about 8 · (max_tile_sources + 1) · (q^dim rounded up to 4,
+ * then to 4 mod 8) bytes plus 32 keys' slots). The entry point checks
+ * those, the kernel, its width and its tensor cores, the key matrices (or
+ * a DENSE table), what hipkern_list1_evaluate checks, and the tiles'
+ * pointers, and returns HIPKERN_ERROR_INVALID_ARGUMENT before launching
+ * anything.
  */
 int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
                                      const hipkern_list1_pairs *pairs,

@@ -8,8 +8,9 @@
 //
 //   list1_per_target.hip  hipkern_list1_evaluate (per-target schedule)
 //   list1_grouped.hip     hipkern_list1_evaluate_grouped (case-grouped)
-//   list1_tiled.hip       hipkern_list1_evaluate_tiled, hipkern_list1_tiled_tensor_cores
-//                         (target-tiled, FMAs or NVIDIA's FP64 tensor cores; its
+//   list1_tiled.hip       hipkern_list1_evaluate_tiled, hipkern_list1_tile_targets,
+//                         hipkern_list1_tiled_tensor_cores (target-tiled, FMAs or
+//                         NVIDIA's FP64 tensor cores, over dense case matrices; its
 //                         staging machinery: hipkern_list1_tiled.h)
 //   list1_keys.hip        hipkern_list1_expand_keys
 //
@@ -198,9 +199,9 @@ __device__ __forceinline__ void digits(int m, int q, int *d) {
 
 // ---- One table entry T(c, s, t) as each layout reconstructs it ----
 //
-// (The case-grouped products, the tiled kernels and the key expansion build
-// whole case matrices from these; the per-target kernels have their own
-// hoisted forms of the same steps.)
+// (The case-grouped products and the key expansion build whole case
+// matrices from these — the tiled kernels read the key expansion's; the
+// per-target kernels have their own hoisted forms of the same steps.)
 
 // ORBIT's T(c, s, t) from a decoded OrbitCase: the steps of list1_kernel's
 // ORBIT branch for one entry (0 for an entry that is zero by symmetry: the
@@ -469,7 +470,8 @@ constexpr bool mma_built() {
 #endif
 }
 
-// Whether this device and build run list1_tiled_mma_kernel.
+// Whether this device and build run the tensor-core kernels
+// (list1_tiled_kernel, list1_staged_kernel).
 inline bool mma_available() {
   if (!mma_built()) return false;
   int dev = 0, major = 0;

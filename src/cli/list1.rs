@@ -157,28 +157,10 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
             )))
         }
     };
-    if a.batch != 1 && a.batch != 32 {
-        return Err(Failure::bad_input(format!(
-            "--batch {}: must be 1 or 32",
-            a.batch
-        )));
-    }
-    let schedule = match a.schedule.as_deref() {
-        None => None,
-        Some(s) => Some(
-            s.parse::<hipkern::nearfield::List1Schedule>()
-                .map_err(|e| Failure::bad_input(format!("--schedule: {e}")))?,
-        ),
-    };
-    if schedule.is_some() && !on_device {
-        return Err(Failure::bad_input(
-            "--schedule is the device's (--backend device); the CPU evaluator has none",
-        ));
-    }
-    if let Some(s) = schedule {
-        s.check(q.pow(kernel.dim() as u32))
-            .map_err(|e| Failure::bad_input(format!("--schedule: {e}")))?;
-    }
+    let contract = a
+        .contract
+        .parse::<hipkern::nearfield::List1Contract>()
+        .map_err(|e| Failure::bad_input(format!("--contract: {e}")))?;
     if layout == LayoutFlag::Orbit {
         // Refused before any work: the arithmetic path models scalar and
         // axis-derivative groups only.
@@ -278,8 +260,7 @@ pub(super) fn execute(a: &List1Args) -> Result<Vec<String>, Failure> {
             &tables.reduced,
             tables.per_level,
             layout,
-            a.batch,
-            schedule,
+            contract,
             &density,
         )?;
         (u, line)

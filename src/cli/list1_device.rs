@@ -4,8 +4,8 @@
 use super::list1::LayoutFlag;
 use super::Failure;
 use hipkern::nearfield::{
-    List1Boxes, List1Evaluator, List1Layout, List1ReducedTables, List1Schedule, List1Tables,
-    NearFieldTable, ReducedTable,
+    List1Boxes, List1Contract, List1Evaluator, List1Kernel, List1Layout, List1ReducedTables,
+    List1Tables, NearFieldTable, ReducedTable,
 };
 use hipkern::runtime::{Device, Event};
 use std::time::Instant;
@@ -23,8 +23,7 @@ pub(super) fn evaluate(
     reduced: &[ReducedTable],
     per_level: bool,
     layout: LayoutFlag,
-    batch: usize,
-    schedule: Option<List1Schedule>,
+    contract: List1Contract,
     density: &[f64],
 ) -> Result<(Vec<f64>, String, f64), Failure> {
     let start = Instant::now();
@@ -51,10 +50,7 @@ pub(super) fn evaluate(
             List1Evaluator::from_reduced(device, &tables, l)?
         }
     };
-    evaluator.set_target_batch_size(batch)?;
-    if let Some(s) = schedule {
-        evaluator.set_schedule(s)?;
-    }
+    evaluator.set_contract(contract);
     let upload_seconds = start.elapsed().as_secs_f64();
     let bytes = evaluator.upload_bytes();
     let stream = device.new_stream()?;
@@ -83,31 +79,27 @@ pub(super) fn evaluate(
     stream.synchronize()?;
     times.sort_by(f64::total_cmp);
     let median = times[REPEATS / 2];
+    let tiles = match plan.kernel() {
+        List1Kernel::Tiled | List1Kernel::Staged | List1Kernel::TiledFma => format!(
+            " {} tiles of {} boxes, lanes busy {:.3}, {} key matrices;",
+            plan.target_tiles(),
+            plan.targets_per_tile(),
+            plan.tiled_lanes_busy(),
+            plan.key_matrices()
+        ),
+        List1Kernel::Grouped => format!(" {} chunks;", plan.grouped_chunks()),
+        List1Kernel::PerTarget => String::new(),
+    };
     let line = format!(
-        "backend device ({}): layout {}, schedule {},{} batch {batch}, uploaded {} bytes (values {}, \
-         descriptors {}, normalizers {}, resolution {}) in {upload_seconds:.3} s; kernel median {median:.4} ms \
-         of {REPEATS} (min {:.4}, max {:.4}), {:.3} ns per target point",
+        "backend device ({}): layout {}, contract {}, kernel {} ({});{tiles} uploaded {} bytes \
+         (values {}, descriptors {}, normalizers {}, resolution {}) in {upload_seconds:.3} s; \
+         kernel median {median:.4} ms of {REPEATS} (min {:.4}, max {:.4}), {:.3} ns per target \
+         point",
         device.properties().name,
         evaluator.layout(),
-        evaluator.schedule(),
-        if evaluator.schedule() != List1Schedule::TargetTiled {
-            String::new()
-        } else {
-            format!(
-                " {} tiles of {} boxes ({}, {} key matrices),",
-                plan.target_tiles(),
-                plan.targets_per_tile(),
-                match (
-                    evaluator.tiled_tensor_cores() && evaluator.tiled_tensor_cores_available(),
-                    plan.tiled_for_source_staging()
-                ) {
-                    (false, _) => "FMA",
-                    (true, false) => "tensor cores, per-key staged",
-                    (true, true) => "tensor cores, source-staged",
-                },
-                plan.key_matrices()
-            )
-        },
+        plan.contract(),
+        plan.kernel(),
+        plan.reason(),
         bytes.total(),
         bytes.values,
         bytes.descriptors,

@@ -129,16 +129,11 @@ pub struct List1Args {
     /// device (GPU 0) or cpu (the float64 CPU evaluator).
     #[arg(long, value_name = "device|cpu", default_value = "device")]
     pub(super) backend: String,
-    /// Target points per lane batch on the device (1 or 32; same result;
-    /// the per-target schedule's).
-    #[arg(long, value_name = "N", default_value_t = 1)]
-    pub(super) batch: usize,
-    /// The device's schedule: grouped (pairs grouped by case, each case
-    /// matrix built once per tile; the default where q^D <= 64),
-    /// per-target (same result, bit for bit) or tiled (target boxes in
-    /// tiles, FMAs in case order: the same result to rounding; q^D <= 64).
-    #[arg(long, value_name = "grouped|per-target|tiled")]
-    pub(super) schedule: Option<String>,
+    /// The device's result contract: fast (within 1e-13 relative max-norm
+    /// of the CPU evaluator, the fastest kernel for the tree) or exact (bit
+    /// for bit the CPU evaluator). The report names the kernel chosen.
+    #[arg(long, value_name = "fast|exact", default_value = "fast")]
+    pub(super) contract: String,
     /// Source values: a float64/float32 .npy of shape (n_boxes, q^D), per
     /// leaf (in the tree's order) at its nodes; default: the smooth density
     /// of src/cli/list1.rs at the nodes.

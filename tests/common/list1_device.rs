@@ -1,59 +1,149 @@
 //! Shared by the device List 1 tests (tests/nearfield_list1_device.rs):
-//! running an evaluator into a poisoned buffer, every layout and batch size
-//! against the CPU, the tiled schedule at every tile width, the
-//! source-staged plans, and the C ABI's tiled entry point on a plan's raw
-//! tiles.
+//! running a plan into a poisoned buffer; every kernel of every layout
+//! against the CPU (a plan per kernel through
+//! `list1_internals::plan_with_kernel`, and the evaluator's own plans under
+//! both contracts); one tiled kernel's plan on a random tree; and the C
+//! ABI's tiled entry point on a plan's raw tiles.
 // Not every test binary that includes the common module uses these.
 #![allow(dead_code)]
 use super::list1::{
     compare, cpu_reference, is_directional, kernels, random_values, same_bits, synthetic, tree,
     Tables, TOL,
 };
+use hipkern::nearfield::list1_internals::plan_with_kernel;
 use hipkern::nearfield::{
-    default_targets_per_tile, evaluate_list1, prefer_source_staged, Kernel, List1Boxes,
-    List1Evaluator, List1Layout, List1Payload, List1ReducedTables, List1Schedule,
-    List1SourceStaging, List1Tables, DEFAULT_PAIR_SCRATCH_BYTES, DEFAULT_STAGED_TARGETS_PER_TILE,
-    MAX_GROUPED_MODES, MAX_TILED_MODES, TILE_TARGET_CHOICES,
+    evaluate_list1, staged_source_bound, Kernel, List1Boxes, List1Contract, List1DevicePlan,
+    List1Evaluator, List1Kernel, List1Layout, List1Payload, List1ReducedTables, List1Tables,
+    DEFAULT_PAIR_SCRATCH_BYTES, MAX_TILED_MODES,
 };
 use hipkern::rng::SplitMix64;
 use hipkern::{Device, Stream};
+use hipkern_sys as sys;
 
-/// A source-staged plan (32 boxes a tile) of a synthetic 3D Laplace table
-/// at `q` in `layout` on a random tree (`tree_seed`), random source values
-/// on the device, and its output, checked against the CPU sum to the
-/// tolerance (the tensor cores add in another order).
-pub fn staged_case(
+/// The C ABI's `hipkern_list1_tiled_kernel` of a tiled kernel (`None` for
+/// per-target and grouped).
+pub fn raw_kernel(kernel: List1Kernel) -> Option<i32> {
+    match kernel {
+        List1Kernel::Tiled => Some(sys::HIPKERN_LIST1_TILED as i32),
+        List1Kernel::Staged => Some(sys::HIPKERN_LIST1_STAGED as i32),
+        List1Kernel::TiledFma => Some(sys::HIPKERN_LIST1_TILED_FMA as i32),
+        List1Kernel::PerTarget | List1Kernel::Grouped => None,
+    }
+}
+
+/// A tiled kernel's one width (target boxes per tile), as
+/// `hipkern_list1_tile_targets` gives it.
+pub fn tile_width(kernel: List1Kernel) -> usize {
+    let raw = raw_kernel(kernel).expect("a tiled kernel");
+    let mut width = -1i32;
+    // SAFETY: a valid out-pointer; the call reads its arguments only.
+    let rc = unsafe { sys::hipkern_list1_tile_targets(raw, &mut width) };
+    assert_eq!(rc, 0, "hipkern_list1_tile_targets({kernel})");
+    usize::try_from(width).unwrap()
+}
+
+/// Why `ev` cannot run `kernel` (the word its refusal names), or `None`:
+/// the grouped and tiled kernels take `q^d ≤ MAX_TILED_MODES`, `tiled`
+/// and `staged` need the FP64 tensor cores.
+pub fn cannot_run(ev: &List1Evaluator, kernel: List1Kernel) -> Option<&'static str> {
+    if kernel != List1Kernel::PerTarget && ev.n_modes() > MAX_TILED_MODES {
+        Some("q^d")
+    } else if matches!(kernel, List1Kernel::Tiled | List1Kernel::Staged)
+        && !ev.tensor_cores_available()
+    {
+        Some("tensor cores")
+    } else {
+        None
+    }
+}
+
+/// The tiled kernels this evaluator's device runs; a note for the others.
+pub fn tiled_kernels_here(ev: &List1Evaluator, what: &str) -> Vec<List1Kernel> {
+    [
+        List1Kernel::Tiled,
+        List1Kernel::Staged,
+        List1Kernel::TiledFma,
+    ]
+    .into_iter()
+    .filter(|&k| {
+        let why = cannot_run(ev, k);
+        if let Some(why) = why {
+            eprintln!("{what}: {k} skipped, cannot run here ({why})");
+        }
+        why.is_none()
+    })
+    .collect()
+}
+
+fn kernel_index(kernel: List1Kernel) -> usize {
+    List1Kernel::ALL.iter().position(|&k| k == kernel).unwrap()
+}
+
+/// One kernel's plan of a synthetic 3D Laplace table on a random tree
+/// ([`tiled_case`]), its source values on the device and its output.
+pub struct KernelCase {
+    pub tree: hipkern::nearfield::BalancedTree,
+    pub targets: Vec<u32>,
+    pub ev: List1Evaluator,
+    pub plan: List1DevicePlan,
+    pub fd: hipkern::DeviceBuffer<f64>,
+    pub good: Vec<f64>,
+}
+
+impl KernelCase {
+    /// Every box a target, in order.
+    pub fn boxes(&self) -> List1Boxes<'_> {
+        self.tree.list1_boxes(&self.targets)
+    }
+}
+
+/// A plan for `kernel` of a synthetic 3D Laplace table at `q` in `layout`
+/// on a random tree (`tree_seed`), random source values on the device, and
+/// its output, checked against the CPU sum (bitwise for an exact kernel,
+/// else to the tolerance); `None`, with a note, where this device cannot
+/// run the kernel.
+pub fn tiled_case(
     device: &Device,
     stream: &Stream,
     rng: &mut SplitMix64,
     q: usize,
     tree_seed: u64,
     layout: List1Layout,
-) -> (
-    List1Evaluator,
-    hipkern::nearfield::List1DevicePlan,
-    hipkern::DeviceBuffer<f64>,
-    Vec<f64>,
-) {
+    kernel: List1Kernel,
+) -> Option<KernelCase> {
+    let what = format!("3D q={q} {layout} {kernel}");
     let k = Kernel::laplace(3).unwrap();
     let red = synthetic(&k, q, 1.0, rng);
-    let t = tree(3, tree_seed, 4);
-    let targets = t.all_boxes();
-    let boxes = t.list1_boxes(&targets);
-    let f = random_values(rng, t.n_boxes() * q.pow(3));
-    let fd = device.htod_copy(&f).unwrap();
-    let mut ev =
+    let ev =
         List1Evaluator::from_reduced(device, &List1ReducedTables::Scaled(&red), layout).unwrap();
-    ev.set_schedule(List1Schedule::TargetTiled).unwrap();
-    ev.set_targets_per_tile(32).unwrap();
-    ev.set_tiled_source_staging(List1SourceStaging::On);
-    let mut plan = ev.plan(&boxes).unwrap();
+    if let Some(why) = cannot_run(&ev, kernel) {
+        eprintln!("{what}: skipped, cannot run here ({why})");
+        return None;
+    }
+    let tree = tree(3, tree_seed, 4);
+    let targets = tree.all_boxes();
+    let boxes = tree.list1_boxes(&targets);
+    let f = random_values(rng, tree.n_boxes() * q.pow(3));
+    let fd = device.htod_copy(&f).unwrap();
+    let mut plan = plan_with_kernel(&ev, &boxes, kernel).unwrap();
+    check_plan(&what, &ev, &plan, kernel);
     let good = run_into(&ev, stream, &mut plan, &fd);
     let dense = red.to_dense().unwrap();
     let want = evaluate_list1(&boxes, &List1Tables::Scaled(&dense), &f).unwrap();
-    let (err, _) = compare(&format!("staged {layout}"), &good, &want);
-    assert!(err <= TOL, "staged {layout}: {err:.2e}");
-    (ev, plan, fd, good)
+    check_against(
+        &what,
+        &good,
+        &want,
+        kernel.contract() == List1Contract::Exact,
+    );
+    Some(KernelCase {
+        tree,
+        targets,
+        ev,
+        plan,
+        fd,
+        good,
+    })
 }
 
 /// The C ABI's tiled entry point on one evaluator's table and one plan's
@@ -61,8 +151,8 @@ pub fn staged_case(
 pub struct RawTiled<'a> {
     pub device: &'a Device,
     pub stream: &'a Stream,
-    pub table: hipkern_sys::hipkern_list1_table,
-    pub pairs: hipkern_sys::hipkern_list1_pairs,
+    pub table: sys::hipkern_list1_table,
+    pub pairs: sys::hipkern_list1_pairs,
     pub f: &'a hipkern::DeviceBuffer<f64>,
     pub out: hipkern::DeviceBuffer<f64>,
 }
@@ -71,8 +161,8 @@ impl<'a> RawTiled<'a> {
     pub fn new(
         device: &'a Device,
         stream: &'a Stream,
-        table: hipkern_sys::hipkern_list1_table,
-        pairs: hipkern_sys::hipkern_list1_pairs,
+        table: sys::hipkern_list1_table,
+        pairs: sys::hipkern_list1_pairs,
         f: &'a hipkern::DeviceBuffer<f64>,
         n_out: usize,
     ) -> Self {
@@ -104,7 +194,7 @@ impl<'a> RawTiled<'a> {
 
     /// `hipkern_list1_evaluate_tiled` with `tiles` into the output, filled
     /// with `fill` first: its status and the whole output.
-    pub fn call(&mut self, tiles: &hipkern_sys::hipkern_list1_tiles, fill: f64) -> (i32, Vec<f64>) {
+    pub fn call(&mut self, tiles: &sys::hipkern_list1_tiles, fill: f64) -> (i32, Vec<f64>) {
         self.stream
             .fill(&mut self.out.as_slice_mut(), fill)
             .unwrap();
@@ -112,7 +202,7 @@ impl<'a> RawTiled<'a> {
         // the right sizes on this device (the tests' edits keep every
         // pointer in bounds); synchronized before reading.
         let rc = unsafe {
-            hipkern_sys::hipkern_list1_evaluate_tiled(
+            sys::hipkern_list1_evaluate_tiled(
                 &self.table,
                 &self.pairs,
                 tiles,
@@ -124,6 +214,21 @@ impl<'a> RawTiled<'a> {
         self.stream.synchronize().unwrap();
         (rc, self.out.to_vec().unwrap())
     }
+
+    /// [`Self::call`] of tiles the entry point must refuse: the status is
+    /// `HIPKERN_ERROR_INVALID_ARGUMENT` and nothing was written.
+    pub fn refused(&mut self, tiles: &sys::hipkern_list1_tiles, what: &str) {
+        let (rc, got) = self.call(tiles, 7.25);
+        assert_eq!(
+            rc,
+            sys::HIPKERN_ERROR_INVALID_ARGUMENT,
+            "{what}: not refused"
+        );
+        assert!(
+            got.iter().all(|&x| x == 7.25),
+            "{what}: written by a refused call"
+        );
+    }
 }
 
 pub fn gpu() -> (Device, Stream) {
@@ -132,12 +237,12 @@ pub fn gpu() -> (Device, Stream) {
     (d, s)
 }
 
-/// One evaluator run through `evaluate_into` into a poisoned buffer; the
+/// One plan run through `evaluate_into` into a poisoned (NaN) buffer; the
 /// whole output downloaded.
 pub fn run_into(
     ev: &List1Evaluator,
     stream: &Stream,
-    plan: &mut hipkern::nearfield::List1DevicePlan,
+    plan: &mut List1DevicePlan,
     f: &hipkern::DeviceBuffer<f64>,
 ) -> Vec<f64> {
     let n = plan.n_targets() * ev.n_modes();
@@ -148,12 +253,235 @@ pub fn run_into(
     out.to_vec().unwrap()
 }
 
+/// Every element of `got` finite and within [`TOL`] of `want` (relative
+/// max-norm); with `bitwise`, every element's bits equal. Returns the
+/// error and prints it.
+pub fn check_against(what: &str, got: &[f64], want: &[f64], bitwise: bool) -> f64 {
+    let (err, differ) = compare(what, got, want);
+    assert!(err <= TOL, "{what}: relative error {err:.3e}");
+    if bitwise {
+        assert_eq!(
+            differ, 0,
+            "{what}: {differ} elements differ in their bits from the CPU's"
+        );
+    }
+    eprintln!(
+        "{what}: rel err {err:.2e}, {differ}/{} bits differ",
+        got.len()
+    );
+    err
+}
+
+/// What a plan of `kernel` must say about itself: its kernel, a reason, a
+/// kernel that keeps the plan's contract, and the parts of that kernel
+/// alone (tiles at the kernel's one width, key matrices exactly where the
+/// layout is compact; the grouped chunks).
+pub fn check_plan(what: &str, ev: &List1Evaluator, plan: &List1DevicePlan, kernel: List1Kernel) {
+    assert_eq!(plan.kernel(), kernel, "{what}");
+    assert!(!plan.reason().is_empty(), "{what}: no reason given");
+    let c = kernel.contract();
+    assert!(
+        c == List1Contract::Exact || c == plan.contract(),
+        "{what}: {kernel} keeps {c}, the plan was made under {}",
+        plan.contract()
+    );
+    let nq = ev.n_modes();
+    let pairs = plan.n_pairs();
+    if raw_kernel(kernel).is_some() {
+        let width = tile_width(kernel);
+        assert_eq!(plan.targets_per_tile(), width, "{what}");
+        assert!(
+            plan.target_tiles() >= plan.n_targets().div_ceil(width),
+            "{what}: {} tiles for {} targets",
+            plan.target_tiles(),
+            plan.n_targets()
+        );
+        let busy = plan.tiled_lanes_busy();
+        assert!(
+            pairs == 0 || (busy > 0.0 && busy <= 1.0),
+            "{what}: lanes busy {busy}"
+        );
+        // The tiled kernels read dense case matrices: a compact layout's
+        // plan carries its keys' matrices.
+        let compact = ev.layout() != List1Layout::Dense;
+        assert_eq!(
+            plan.key_matrices() > 0,
+            compact && pairs > 0,
+            "{what}: {} key matrices",
+            plan.key_matrices()
+        );
+        assert_eq!(plan.key_matrix_bytes(), plan.key_matrices() * nq * nq * 8);
+        if kernel == List1Kernel::Staged {
+            assert!(
+                plan.max_tile_sources() <= staged_source_bound(nq, width),
+                "{what}: {} sources in a tile",
+                plan.max_tile_sources()
+            );
+            assert!(pairs == 0 || plan.max_tile_sources() >= 1, "{what}");
+        } else {
+            assert_eq!(plan.max_tile_sources(), 0, "{what}");
+        }
+        assert_eq!(plan.grouped_chunks(), 0, "{what}");
+        assert_eq!(plan.pair_scratch_bytes(), 0, "{what}");
+    } else {
+        assert_eq!(
+            (
+                plan.target_tiles(),
+                plan.targets_per_tile(),
+                plan.key_matrices()
+            ),
+            (0, 0, 0),
+            "{what}"
+        );
+        if kernel == List1Kernel::Grouped {
+            assert!(pairs == 0 || plan.grouped_chunks() >= 1, "{what}");
+        } else {
+            assert_eq!(plan.grouped_chunks(), 0, "{what}");
+        }
+    }
+}
+
+/// Every kernel of `ev` through a plan of its own
+/// (`list1_internals::plan_with_kernel`) against `want`: the exact kernels
+/// (per-target, grouped) bitwise where `exact` (the layout holds the CPU's
+/// entry values) and bitwise equal to each other always, the fast ones
+/// (tiled, staged, tiled-fma) to [`TOL`], `tiled` and `staged` bitwise
+/// equal; the kernels the device or table cannot run refused with a note.
+/// Then the grouped kernel cut into about seven chunks (the same bits),
+/// and the evaluator's own plans: under `Fast` (the default) and `Exact`,
+/// each a kernel that keeps its contract, with a reason, giving the bits
+/// of that kernel's own plan; `evaluate` (the `Vec` path) the same bits.
+/// Returns each kernel's output (`None`: not run) and the worst error.
+#[allow(clippy::too_many_arguments)]
+pub fn check_kernels(
+    what: &str,
+    ev: &mut List1Evaluator,
+    stream: &Stream,
+    boxes: &List1Boxes<'_>,
+    fd: &hipkern::DeviceBuffer<f64>,
+    f: &[f64],
+    want: &[f64],
+    exact: bool,
+) -> ([Option<Vec<f64>>; 5], f64) {
+    let nq = ev.n_modes();
+    let mut outs: [Option<Vec<f64>>; 5] = Default::default();
+    // Each forced tiled plan's (tiles, lanes busy), for the evaluator's own.
+    let mut tilings = [(0usize, 0.0f64); 5];
+    let mut worst = 0.0f64;
+    assert_eq!(ev.contract(), List1Contract::Fast, "{what}: the default");
+    for kernel in List1Kernel::ALL {
+        let run = format!("{what} {kernel}");
+        if let Some(why) = cannot_run(ev, kernel) {
+            let e = plan_with_kernel(ev, boxes, kernel).unwrap_err().to_string();
+            assert!(e.contains(kernel.name()) && e.contains(why), "{run}: {e}");
+            if why == "tensor cores" {
+                eprintln!("{run}: skipped, no FP64 tensor cores here ({e})");
+            }
+            continue;
+        }
+        let mut plan = plan_with_kernel(ev, boxes, kernel).unwrap();
+        check_plan(&run, ev, &plan, kernel);
+        let got = run_into(ev, stream, &mut plan, fd);
+        let bitwise = exact && kernel.contract() == List1Contract::Exact;
+        worst = worst.max(check_against(&run, &got, want, bitwise));
+        tilings[kernel_index(kernel)] = (plan.target_tiles(), plan.tiled_lanes_busy());
+        outs[kernel_index(kernel)] = Some(got);
+    }
+    let out = |k: List1Kernel| outs[kernel_index(k)].as_ref();
+    let per_target = out(List1Kernel::PerTarget).expect("per-target runs everywhere");
+    if let Some(g) = out(List1Kernel::Grouped) {
+        assert!(
+            same_bits(g, per_target),
+            "{what}: grouped differs from per-target"
+        );
+    }
+    if let (Some(t), Some(s)) = (out(List1Kernel::Tiled), out(List1Kernel::Staged)) {
+        assert!(same_bits(t, s), "{what}: staged differs from tiled");
+    }
+
+    // The grouped kernel in about seven chunks (a small scratch bound).
+    if let Some(grouped) = out(List1Kernel::Grouped) {
+        let pairs = boxes.source_boxes.len();
+        let small = (pairs / 7).max(1) * nq * 8;
+        ev.set_pair_scratch_bytes(small).unwrap();
+        let mut plan = plan_with_kernel(ev, boxes, List1Kernel::Grouped).unwrap();
+        ev.set_pair_scratch_bytes(DEFAULT_PAIR_SCRATCH_BYTES)
+            .unwrap();
+        assert!(
+            plan.grouped_chunks() > 1 || pairs < 7,
+            "{what}: {} chunks",
+            plan.grouped_chunks()
+        );
+        // Within the bound, unless one target alone exceeds it.
+        let widest = boxes
+            .source_starts
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize)
+            .max()
+            .unwrap_or(0);
+        assert!(
+            plan.pair_scratch_bytes() <= small.max(widest * nq * 8),
+            "{what}: scratch {} over the bound {small}",
+            plan.pair_scratch_bytes()
+        );
+        let got = run_into(ev, stream, &mut plan, fd);
+        assert!(
+            same_bits(&got, grouped),
+            "{what}: grouped in {} chunks differs from one chunk",
+            plan.grouped_chunks()
+        );
+    }
+
+    // The evaluator's own plans, under each contract.
+    for contract in [List1Contract::Fast, List1Contract::Exact] {
+        ev.set_contract(contract);
+        assert_eq!(ev.contract(), contract);
+        let mut plan = ev.plan(boxes).unwrap();
+        let kernel = plan.kernel();
+        let run = format!("{what} {contract} plan ({kernel}: {})", plan.reason());
+        assert_eq!(plan.contract(), contract, "{run}");
+        check_plan(&run, ev, &plan, kernel);
+        assert!(cannot_run(ev, kernel).is_none(), "{run}: cannot run here");
+        if contract == List1Contract::Exact || nq > MAX_TILED_MODES {
+            let want_kernel = if nq > MAX_TILED_MODES {
+                List1Kernel::PerTarget
+            } else {
+                List1Kernel::Grouped
+            };
+            assert_eq!(kernel, want_kernel, "{run}");
+        }
+        let got = run_into(ev, stream, &mut plan, fd);
+        let forced = out(kernel).unwrap();
+        assert!(
+            same_bits(&got, forced),
+            "{run}: differs from the {kernel} kernel's own plan"
+        );
+        if raw_kernel(kernel).is_some() {
+            assert_eq!(
+                (plan.target_tiles(), plan.tiled_lanes_busy()),
+                tilings[kernel_index(kernel)],
+                "{run}: another tiling than the {kernel} kernel's own plan"
+            );
+        }
+        // The Vec path: the same plan, the same bits.
+        let v = ev.evaluate(stream, boxes, f).unwrap();
+        assert!(
+            same_bits(&v, &got),
+            "{run}: evaluate() differs from evaluate_into()"
+        );
+        eprintln!("{run}");
+    }
+    ev.set_contract(List1Contract::Fast);
+    (outs, worst)
+}
+
 /// Every layout of `tables` (ORBIT refused for a directional derivative)
-/// against `want`, with batch sizes 1, 32, 7 and 64 bitwise equal, and the
-/// `Vec` path equal to the buffer path; the fallback twice: through its
-/// resolution table (which every kernel here has) and on the pure
-/// descriptor path, bitwise equal to each other. `exact`: assert bitwise
-/// equality with `want` too. Returns the worst error.
+/// through [`check_kernels`] against `want`; the fallback twice: through
+/// its resolution table (where the rows fit 15 bits) and on the pure
+/// descriptor path, every kernel's output bitwise equal between the two.
+/// `exact`: the layouts hold the CPU's entry values, so the exact kernels
+/// are asserted bitwise equal to `want`, and every kernel gives the same
+/// bits in every layout. Returns the worst error.
 #[allow(clippy::too_many_arguments)]
 pub fn check_layouts(
     what: &str,
@@ -168,8 +496,9 @@ pub fn check_layouts(
 ) -> f64 {
     let fd = device.htod_copy(f).unwrap();
     let mut worst = 0.0f64;
-    let mut resolved_out: Option<Vec<f64>> = None;
-    let mut tiled_ref: [Option<Vec<f64>>; 2] = [None, None];
+    // Per kernel: the first layout's output and the first fallback's.
+    let mut first: [Option<(String, Vec<f64>)>; 5] = Default::default();
+    let mut fallback: [Option<Vec<f64>>; 5] = Default::default();
     let variants = [
         (List1Layout::Dense, false),
         (List1Layout::Orbit, false),
@@ -208,304 +537,61 @@ pub fn check_layouts(
                 assert!(payload.fallback_resolution().is_none());
             }
         }
-        let layout_name = if layout == List1Layout::Fallback && !resolved {
+        let name = if layout == List1Layout::Fallback && !resolved {
             "fallback-descriptors".to_string()
         } else {
             layout.to_string()
         };
-        let layout = layout_name.as_str();
         let mut ev = List1Evaluator::new(device, &payload).unwrap();
         assert_eq!(ev.fallback_resolved(), resolved);
         assert_eq!(ev.upload_bytes(), payload.upload_bytes());
-        let mut plan = ev.plan(boxes).unwrap();
-        // The per-target schedule at four batch sizes, then the grouped
-        // one in one chunk and (a plan made with a small scratch bound) in
-        // many: every run bitwise equal to the first.
-        let grouped = ev.n_modes() <= MAX_GROUPED_MODES;
-        assert_eq!(
-            ev.schedule(),
-            if grouped {
-                List1Schedule::CaseGrouped
-            } else {
-                List1Schedule::PerTarget
-            }
+        eprintln!(
+            "{what} {name}: {} B values + {} B descriptors, tensor cores {}",
+            payload.upload_bytes().values,
+            payload.upload_bytes().descriptors,
+            ev.tensor_cores_available()
         );
-        let mut runs: Vec<(String, List1Schedule, usize, usize)> = [1usize, 32, 7, 64]
-            .iter()
-            .map(|&b| {
-                (
-                    format!("per-target batch {b}"),
-                    List1Schedule::PerTarget,
-                    b,
-                    DEFAULT_PAIR_SCRATCH_BYTES,
-                )
-            })
-            .collect();
-        if grouped {
-            runs.push((
-                "grouped".into(),
-                List1Schedule::CaseGrouped,
-                1,
-                DEFAULT_PAIR_SCRATCH_BYTES,
-            ));
-            // About seven chunks.
-            let small = (plan.n_pairs() / 7).max(1) * ev.n_modes() * 8;
-            runs.push((
-                "grouped, chunked".into(),
-                List1Schedule::CaseGrouped,
-                1,
-                small,
-            ));
-        } else {
-            assert!(ev.set_schedule(List1Schedule::CaseGrouped).is_err());
-        }
-        let mut first: Option<Vec<f64>> = None;
-        for (run, schedule, batch, scratch) in runs {
-            ev.set_target_batch_size(batch).unwrap();
-            ev.set_schedule(schedule).unwrap();
-            if scratch != ev.pair_scratch_bytes() {
-                ev.set_pair_scratch_bytes(scratch).unwrap();
-                plan = ev.plan(boxes).unwrap();
-                assert!(
-                    plan.grouped_chunks() > 1 || plan.n_pairs() < 7,
-                    "{what} {layout}: {} chunks",
-                    plan.grouped_chunks()
-                );
-                // Within the bound, unless one target alone exceeds it.
-                let widest = boxes
-                    .source_starts
-                    .windows(2)
-                    .map(|w| (w[1] - w[0]) as usize)
-                    .max()
-                    .unwrap_or(0);
-                assert!(
-                    plan.pair_scratch_bytes() <= scratch.max(widest * ev.n_modes() * 8),
-                    "{what} {layout}: scratch {} over the bound {scratch}",
-                    plan.pair_scratch_bytes()
-                );
+        let (outs, err) = check_kernels(
+            &format!("{what} {name}"),
+            &mut ev,
+            stream,
+            boxes,
+            &fd,
+            f,
+            want,
+            exact,
+        );
+        worst = worst.max(err);
+        for (kernel, got) in List1Kernel::ALL.into_iter().zip(outs) {
+            let Some(got) = got else { continue };
+            let i = kernel_index(kernel);
+            if layout == List1Layout::Fallback {
+                match &fallback[i] {
+                    None => fallback[i] = Some(got.clone()),
+                    Some(r) => assert!(
+                        same_bits(r, &got),
+                        "{what}: {kernel}: the fallback's descriptor path differs from its \
+                         resolution table"
+                    ),
+                }
             }
-            let got = run_into(&ev, stream, &mut plan, &fd);
-            let batch = run.as_str();
-            let (err, differ) = compare(&format!("{what} {layout} {batch}"), &got, want);
-            assert!(
-                err <= TOL,
-                "{what} {layout} {batch}: relative error {err:.3e}"
-            );
             if exact {
-                assert_eq!(
-                    differ, 0,
-                    "{what} {layout} {batch}: {differ} elements differ in their bits"
-                );
-            }
-            worst = worst.max(err);
-            match &first {
-                None => {
-                    eprintln!(
-                        "{what} {layout}: rel err {err:.2e}, {differ}/{} bits differ, {} B values + {} B descriptors",
-                        got.len(),
-                        payload.upload_bytes().values,
-                        payload.upload_bytes().descriptors
-                    );
-                    first = Some(got);
+                match &first[i] {
+                    None => first[i] = Some((name.clone(), got)),
+                    Some((l, r)) => assert!(
+                        same_bits(r, &got),
+                        "{what}: {kernel} in {name} differs from {l}"
+                    ),
                 }
-                Some(b1) => {
-                    let same = b1.iter().zip(&got).all(|(a, b)| a.to_bits() == b.to_bits());
-                    assert!(
-                        same,
-                        "{what} {layout}: {batch} differs from per-target batch 1"
-                    );
-                }
-            }
-        }
-        // The tiled schedule on the tensor cores (where the device has
-        // them) and with FMAs: keys in order, so against `want` to the
-        // tolerance only; per arithmetic bitwise the same at every tile
-        // width and, where the layouts hold the same entries (`exact`), for
-        // every layout.
-        if ev.n_modes() <= MAX_TILED_MODES {
-            for (ai, tensor) in [true, false].into_iter().enumerate() {
-                let t0 = check_tiled(
-                    &format!("{what} {layout}"),
-                    &mut ev,
-                    stream,
-                    boxes,
-                    &fd,
-                    want,
-                    tensor,
-                );
-                worst = worst.max(t0.1);
-                if exact {
-                    match &tiled_ref[ai] {
-                        None => tiled_ref[ai] = Some(t0.0),
-                        Some(r) => assert!(
-                            r.iter().zip(&t0.0).all(|(a, b)| a.to_bits() == b.to_bits()),
-                            "{what} {layout}: tiled (tensor cores {tensor}) differs from the first layout's"
-                        ),
-                    }
-                }
-            }
-            ev.set_tiled_tensor_cores(true);
-            ev.set_schedule(List1Schedule::PerTarget).unwrap();
-        } else {
-            assert!(ev.set_schedule(List1Schedule::TargetTiled).is_err());
-        }
-        ev.set_target_batch_size(1).unwrap();
-        let v = ev.evaluate(stream, boxes, f).unwrap();
-        ev.set_pair_scratch_bytes(DEFAULT_PAIR_SCRATCH_BYTES)
-            .unwrap();
-        let b1 = first.unwrap();
-        assert!(
-            v.iter().zip(&b1).all(|(a, b)| a.to_bits() == b.to_bits()),
-            "{what} {layout}: evaluate() differs from evaluate_into()"
-        );
-        if payload.layout() == List1Layout::Fallback {
-            match &resolved_out {
-                None => resolved_out = Some(b1),
-                Some(r) => assert!(
-                    r.iter().zip(&b1).all(|(a, b)| a.to_bits() == b.to_bits()),
-                    "{what}: the resolved fallback differs from the descriptor path"
-                ),
             }
         }
     }
     worst
 }
 
-/// The tiled schedule of `ev` (tensor cores allowed or not) at the default
-/// tile width and every other one, each against `want` to [`TOL`] and bitwise equal
-/// to the default width's; returns that output and the worst error.
-#[allow(clippy::too_many_arguments)]
-pub fn check_tiled(
-    what: &str,
-    ev: &mut List1Evaluator,
-    stream: &Stream,
-    boxes: &List1Boxes<'_>,
-    fd: &hipkern::DeviceBuffer<f64>,
-    want: &[f64],
-    tensor: bool,
-) -> (Vec<f64>, f64) {
-    ev.set_schedule(List1Schedule::TargetTiled).unwrap();
-    ev.set_tiled_tensor_cores(tensor);
-    ev.set_tiled_source_staging(List1SourceStaging::Off);
-    let arith = if tensor { "tensor" } else { "fma" };
-    let mut first: Option<Vec<f64>> = None;
-    let mut worst = 0.0f64;
-    let default = default_targets_per_tile(ev.n_modes());
-    let widths =
-        std::iter::once(default).chain(TILE_TARGET_CHOICES.into_iter().filter(|&w| w != default));
-    for width in widths {
-        ev.set_targets_per_tile(width).unwrap();
-        let mut plan = ev.plan(boxes).unwrap();
-        assert_eq!(plan.targets_per_tile(), width);
-        assert!(!plan.tiled_for_source_staging());
-        assert!(plan.target_tiles() >= plan.n_targets().div_ceil(width));
-        assert!(plan.tile_slots() >= plan.n_pairs());
-        let out = run_into(ev, stream, &mut plan, fd);
-        let (err, _) = compare(&format!("{what} tiled {arith} {width}"), &out, want);
-        assert!(
-            err <= TOL,
-            "{what} tiled {arith} {width}: relative error {err:.3e}"
-        );
-        eprintln!(
-            "{what} tiled {arith} {width}: rel err {err:.2e}, {} tiles, lanes busy {:.3}",
-            plan.target_tiles(),
-            plan.tiled_lanes_busy()
-        );
-        worst = worst.max(err);
-        if tensor {
-            // The source-staged kernel: the same products in the same
-            // order, so the same bits (or the same FMA fallback).
-            ev.set_tiled_source_staging(List1SourceStaging::On);
-            // A plan keeps the kernel it was cut for: the per-key plan
-            // still runs per key.
-            assert!(
-                same_bits(&run_into(ev, stream, &mut plan, fd), &out),
-                "{what} tiled {width}: the per-key plan changed with the evaluator's staging"
-            );
-            // With the keys' case matrices expanded (the default for
-            // ORBIT and the fallback) and reconstructed per tile.
-            for key_matrices in [true, false] {
-                ev.set_tiled_key_matrices(key_matrices);
-                let mut staged_plan = ev.plan(boxes).unwrap();
-                assert!(staged_plan.tiled_for_source_staging());
-                let expanded = key_matrices
-                    && ev.layout() != List1Layout::Dense
-                    && ev.tiled_tensor_cores_available();
-                assert_eq!(staged_plan.key_matrices() > 0, expanded);
-                assert_eq!(
-                    staged_plan.key_matrix_bytes(),
-                    staged_plan.key_matrices() * ev.n_modes() * ev.n_modes() * 8
-                );
-                let staged = run_into(ev, stream, &mut staged_plan, fd);
-                let differ = out
-                    .iter()
-                    .zip(&staged)
-                    .filter(|(a, b)| a.to_bits() != b.to_bits())
-                    .count();
-                assert_eq!(
-                    differ,
-                    0,
-                    "{what} tiled {width}: the source-staged kernel (key matrices \
-                     {key_matrices}) differs from the per-key one in {differ} values ({} \
-                     sources per tile at most)",
-                    staged_plan.max_tile_sources()
-                );
-            }
-            ev.set_tiled_key_matrices(true);
-            ev.set_tiled_source_staging(List1SourceStaging::Off);
-        }
-        match &first {
-            None => first = Some(out),
-            Some(t0) => assert!(
-                t0.iter().zip(&out).all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{what}: tiled {arith} {width} differs from the default width"
-            ),
-        }
-    }
-    // Auto at the default widths takes the tiling that
-    // prefer_source_staged picks from the lanes busy of the two, and gives
-    // the same bits whichever it is.
-    ev.set_targets_per_tile(None).unwrap();
-    let first = first.unwrap();
-    let busy = hipkern::nearfield::List1DevicePlan::tiled_lanes_busy;
-    let per_key = ev.plan(boxes).unwrap();
-    ev.set_tiled_source_staging(List1SourceStaging::On);
-    let staged = ev.plan(boxes).unwrap();
-    assert_eq!(staged.targets_per_tile(), DEFAULT_STAGED_TARGETS_PER_TILE);
-    ev.set_tiled_source_staging(List1SourceStaging::Auto);
-    let mut auto = ev.plan(boxes).unwrap();
-    let want_staged = tensor
-        && ev.tiled_tensor_cores_available()
-        && prefer_source_staged(busy(&per_key), busy(&staged));
-    assert_eq!(auto.tiled_for_source_staging(), want_staged, "{what} auto");
-    let chosen = if want_staged { &staged } else { &per_key };
-    assert_eq!(
-        (
-            auto.targets_per_tile(),
-            auto.target_tiles(),
-            auto.tile_slots()
-        ),
-        (
-            chosen.targets_per_tile(),
-            chosen.target_tiles(),
-            chosen.tile_slots()
-        ),
-        "{what} auto"
-    );
-    assert!(
-        same_bits(&run_into(ev, stream, &mut auto, fd), &first),
-        "{what} tiled {arith} auto (staged {want_staged}) differs from the per-key output"
-    );
-    eprintln!(
-        "{what} tiled {arith} auto: lanes busy per key {:.3}, staged {:.3}: staged {want_staged}",
-        busy(&per_key),
-        busy(&staged)
-    );
-    (first, worst)
-}
-
 /// Reduced tables of every kernel at `qs` on a random tree of `dim`, all
-/// layouts against the CPU on their reconstruction, bitwise.
+/// layouts and kernels against the CPU on their reconstruction (the exact
+/// kernels bitwise).
 pub fn reduced_case(dim: usize, qs: &[usize], max_level: u32, only: Option<&[&str]>) {
     let (device, stream) = gpu();
     let t = tree(dim, 0x1157 + dim as u64, max_level);

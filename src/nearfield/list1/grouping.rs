@@ -1,4 +1,4 @@
-//! The host side of List 1's case-grouped schedule
+//! The host side of List 1's `grouped` kernel
 //! (`hipkern_list1_evaluate_grouped`): the target boxes cut into chunks
 //! whose pair products fit a scratch bound, and each chunk's pairs grouped
 //! by key `table · n_cases + case` into tiles.

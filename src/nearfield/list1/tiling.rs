@@ -1,4 +1,4 @@
-//! The host side of List 1's target-tiled schedule
+//! The host side of List 1's tiled kernels
 //! (`hipkern_list1_evaluate_tiled`): the target boxes cut into tiles of
 //! `targets_per_tile` boxes (one device thread each), and per tile the keys
 //! `table · n_cases + case` of its boxes' pairs with, per key and lane, the
@@ -12,7 +12,7 @@
 //! keys and stay in tree order) and cut in that order. [`TargetTiling::slots`]
 //! against the pair count measures what is left idle.
 //!
-//! The source-staged tensor-core kernel loads each tile's source boxes
+//! The `staged` kernel loads each tile's source boxes
 //! once (shared memory rows): so a tile also lists its distinct source
 //! boxes, sorted, and each (key, lane) slot the position of its pair's
 //! source among them.

@@ -1,10 +1,9 @@
 //! The launches: a plan and source values checked against the evaluator
 //! (its plan, its device, the lengths), the table and pairs handed to the C
-//! ABI (`hipkern_list1_evaluate`, `_grouped`, `_tiled`) in the evaluator's
-//! schedule, and the host-slice conveniences `evaluate` and
-//! `evaluate_plan`.
+//! ABI (`hipkern_list1_evaluate`, `_grouped`, `_tiled`) for the plan's
+//! kernel, and the host-slice conveniences `evaluate` and `evaluate_plan`.
 use super::payload::DeviceAddressing;
-use super::{bad, upload, List1DevicePlan, List1Evaluator, List1Schedule, MAX_TILED_MODES};
+use super::{bad, upload, List1DevicePlan, List1Evaluator, List1Kernel};
 use crate::nearfield::list1::{check_source_values, List1Boxes};
 use crate::runtime::{check, DeviceMemory, DeviceMemoryMut, Result, Stream};
 use hipkern_sys as sys;
@@ -22,13 +21,13 @@ impl List1Evaluator {
 
     /// List 1 of `source_values` (`n_boxes × q^d` on the device) over
     /// `plan` into `out` (`n_targets × q^d`, fully overwritten),
-    /// asynchronously on `stream`, in the evaluator's schedule. Checked
+    /// asynchronously on `stream`, with the plan's kernel. Checked
     /// before anything is launched: the plan is this evaluator's,
     /// everything is on its device, the lengths. Device-resident source
     /// values are not checked for finiteness (a non-finite value reaches
     /// the targets whose lists hold its box).
     ///
-    /// The case-grouped schedule writes the pair products into the plan's
+    /// The grouped kernel writes the pair products into the plan's
     /// scratch (allocated here the first time): evaluations of one plan on
     /// different streams must be ordered by the caller, as for `out`.
     ///
@@ -82,28 +81,30 @@ impl List1Evaluator {
         // FallbackDescriptors::resolution, whose rows, case orbits and
         // transforms it checked), so every read the kernel makes is in
         // bounds.
-        match self.schedule {
-            List1Schedule::PerTarget => unsafe {
+        match plan.kernel {
+            List1Kernel::PerTarget => unsafe {
                 self.launch(stream, plan, source_values.as_ptr(), out.as_mut_ptr())
             },
-            List1Schedule::CaseGrouped => {
+            List1Kernel::Grouped => {
                 if plan.n_pairs as u64 > sys::HIPKERN_LIST1_GROUPED_MAX_PAIRS as u64 {
                     return bad(format!(
-                        "the grouped schedule takes at most {} pairs; this plan has {} (use \
-                         the per-target schedule)",
+                        "the grouped kernel takes at most {} pairs; this plan has {} (plan it \
+                         under the fast contract)",
                         sys::HIPKERN_LIST1_GROUPED_MAX_PAIRS,
                         plan.n_pairs
                     ));
                 }
-                let g = &mut plan.groups;
+                let Some(g) = plan.groups.as_mut() else {
+                    return bad("the grouped plan has no groups".into());
+                };
                 let need = g.max_chunk_pairs * nq;
                 if g.scratch.as_ref().is_none_or(|b| b.len() < need) {
                     g.scratch = None;
                     g.scratch = Some(self.device.alloc::<f64>(need.max(1))?);
                 }
-                // SAFETY: as above; the tiles come from group_pairs over the
-                // plan's own validated pairs (every pair of a chunk in one
-                // tile of its own key, ids inside the chunk), and the
+                // SAFETY: as above; the groups come from group_pairs over
+                // the plan's own validated pairs (every pair of a chunk in
+                // one group of its own key, ids inside the chunk), and the
                 // scratch holds the largest chunk's pairs × q^d.
                 unsafe {
                     self.launch_grouped(stream, plan, source_values.as_ptr(), out.as_mut_ptr())
@@ -111,8 +112,11 @@ impl List1Evaluator {
             }
             // SAFETY: as above; the tiles come from tile_targets over the
             // plan's own validated pairs (every target on one lane, every
-            // pair in one slot of its own key and its own target's lane).
-            List1Schedule::TargetTiled => unsafe {
+            // pair in one slot of its own key and its own target's lane),
+            // cut at the kernel's width, and a compact layout's plan
+            // carries the key matrices of every key of its tiles
+            // (expand_keys).
+            List1Kernel::Tiled | List1Kernel::Staged | List1Kernel::TiledFma => unsafe {
                 self.launch_tiled(stream, plan, source_values.as_ptr(), out.as_mut_ptr())
             },
         }
@@ -120,9 +124,8 @@ impl List1Evaluator {
 
     /// The table as the C ABI's `hipkern_list1_evaluate*` entry points take
     /// it: device pointers into this evaluator's buffers, valid while it
-    /// lives (for a caller that drives the C entry points itself; using
-    /// them is `unsafe` there).
-    pub fn raw_table(&self) -> sys::hipkern_list1_table {
+    /// lives.
+    pub(crate) fn raw_table(&self) -> sys::hipkern_list1_table {
         let null8 = std::ptr::null::<u8>();
         let mut t = sys::hipkern_list1_table {
             layout: self.layout.raw(),
@@ -224,9 +227,7 @@ impl List1Evaluator {
         let _scope = self.device.enter()?;
         // SAFETY: the caller's contract (see above); the structs live
         // across the call, which copies them into the launch.
-        let status = unsafe {
-            sys::hipkern_list1_evaluate(&t, &p, f, out, self.batch as i32, stream.as_raw())
-        };
+        let status = unsafe { sys::hipkern_list1_evaluate(&t, &p, f, out, stream.as_raw()) };
         check("hipkern_list1_evaluate", status)
     }
 
@@ -242,10 +243,12 @@ impl List1Evaluator {
     ) -> Result<()> {
         let t = self.raw_table();
         let p = plan.raw_pairs();
-        let g = &mut plan.groups;
+        let Some(g) = plan.groups.as_mut() else {
+            return bad("the grouped plan has no groups".into());
+        };
         let scratch = match g.scratch.as_mut() {
             Some(b) => b.as_mut_ptr(),
-            None => return bad("the grouped schedule's scratch is missing".into()),
+            None => return bad("the grouped kernel's scratch is missing".into()),
         };
         let _scope = self.device.enter()?;
         for ch in &g.chunks {
@@ -281,19 +284,8 @@ impl List1Evaluator {
         f: *const f64,
         out: *mut f64,
     ) -> Result<()> {
-        // The kernel the plan's tiles were cut for.
-        let arithmetic = if !self.tiled_tensor_cores {
-            sys::HIPKERN_LIST1_TILED_FMA
-        } else if plan.tiled_for_source_staging() {
-            sys::HIPKERN_LIST1_TILED_TENSOR_SOURCES
-        } else {
-            sys::HIPKERN_LIST1_TILED_AUTO
-        };
-        let Some(tiles) = plan.raw_tiles(arithmetic) else {
-            return bad(format!(
-                "the tiled schedule takes q^d ≤ {MAX_TILED_MODES}; this plan has q^d = {}",
-                plan.nq
-            ));
+        let Some(tiles) = plan.raw_tiles() else {
+            return bad(format!("the {} plan has no tiles", plan.kernel));
         };
         let t = self.raw_table();
         let p = plan.raw_pairs();
@@ -317,7 +309,7 @@ impl List1Evaluator {
     ) -> Result<Vec<f64>> {
         let hp = self.meta.check(boxes, Some(source_values))?;
         let _scope = self.device.enter()?;
-        let mut plan = self.upload_plan(&hp)?;
+        let mut plan = self.upload_plan(&hp, None)?;
         self.evaluate_plan(stream, &mut plan, source_values)
     }
 

@@ -1,10 +1,10 @@
 //! What is uploaded once per table: the host payload of a layout (values,
 //! normalisers, the ORBIT or fallback addressing, and the entry each layout
 //! reconstructs), its byte counts, its upload into a `List1Evaluator`, and
-//! the key matrices a source-staged plan expands from it on the device.
+//! the key matrices a tiled plan of a compact layout expands from it on
+//! the device.
 use super::{
-    bad, upload, List1Evaluator, List1Layout, List1Schedule, List1SourceStaging,
-    DEFAULT_PAIR_SCRATCH_BYTES, DEFAULT_TARGET_BATCH_SIZE, NEXT_ID,
+    bad, upload, List1Contract, List1Evaluator, List1Layout, DEFAULT_PAIR_SCRATCH_BYTES, NEXT_ID,
 };
 use crate::nearfield::cases::Cases;
 use crate::nearfield::fallback::{FallbackDescriptors, FallbackResolution};
@@ -499,8 +499,8 @@ fn key_matrix_index(keys: &[u32], n_keys: usize) -> (Vec<u32>, Vec<u32>) {
 }
 
 impl List1Evaluator {
-    /// Uploads `payload` to `device` (synchronously). The target batch size
-    /// starts at [`DEFAULT_TARGET_BATCH_SIZE`].
+    /// Uploads `payload` to `device` (synchronously), with the
+    /// [`List1Contract::Fast`] contract.
     pub fn new(device: &Device, payload: &List1Payload) -> Result<List1Evaluator> {
         let _scope = device.enter()?;
         let values = upload(device, &payload.values)?;
@@ -554,14 +554,9 @@ impl List1Evaluator {
             normalizers,
             addressing,
             bytes: payload.upload_bytes(),
-            batch: DEFAULT_TARGET_BATCH_SIZE,
-            schedule: List1Schedule::default_for(payload.meta.nq),
+            contract: List1Contract::Fast,
             pair_scratch_bytes: DEFAULT_PAIR_SCRATCH_BYTES,
-            targets_per_tile: None,
-            tiled_tensor_cores: true,
             tensor_cores_available: available != 0,
-            source_staging: List1SourceStaging::Auto,
-            tiled_key_matrices: true,
         })
     }
 

@@ -1,17 +1,17 @@
 //! What is checked and uploaded once per tree: a tree's boxes and lists
-//! validated against the evaluator's tables, and the device plan cut from
-//! them (pairs, level scalings, the case-grouped tiles and chunks, the
-//! target tiles and, for the source-staged kernel, their sources and key
-//! matrices).
+//! validated against the evaluator's tables, the kernel chosen for them
+//! (`dispatch.rs`), and what that kernel needs uploaded (pairs, level
+//! scalings; the grouped kernel's groups and chunks, or the tiled kernels'
+//! tiles, their sources and the keys' case matrices).
+use super::dispatch::{choose, staged_source_bound, TileBusy};
 use super::payload::{KeyMatrices, TableMeta};
 use super::{
-    bad, prefer_source_staged, tile_source_bound, upload, List1Evaluator, List1Layout,
-    List1SourceStaging, MAX_TILED_MODES,
+    bad, upload, List1Contract, List1Evaluator, List1Kernel, List1Layout, MAX_TILED_MODES,
 };
 use crate::nearfield::list1::{check_list1_inputs, LevelScaling, List1Boxes};
-use crate::nearfield::list1_grouping::{group_pairs, tile_capacity, GroupChunk, PairGrouping};
-use crate::nearfield::list1_tiling::{lanes_busy, tile_targets};
-use crate::runtime::{DeviceBuffer, Result};
+use crate::nearfield::list1_grouping::{group_pairs, tile_capacity, GroupChunk};
+use crate::nearfield::list1_tiling::{lanes_busy, tile_targets, TargetTiling};
+use crate::runtime::{check, DeviceBuffer, Result};
 use hipkern_sys as sys;
 
 /// The validated pairs of an evaluation, host side.
@@ -22,6 +22,15 @@ pub(super) struct HostPairs {
     cases: Vec<u8>,
     box_levels: Vec<u8>,
     scalings: Vec<LevelScaling>,
+}
+
+impl HostPairs {
+    /// Pair `j`'s key, `table · n_cases + case` (the grouped and tiled
+    /// kernels' unit of work: one case matrix).
+    fn key(&self, j: usize, n_cases: usize) -> usize {
+        let level = usize::from(self.box_levels[self.sources[j] as usize]);
+        self.scalings[level].table * n_cases + usize::from(self.cases[j])
+    }
 }
 
 // The tables' side of these checks, and `TableMeta` itself, are the
@@ -58,13 +67,15 @@ impl TableMeta {
 }
 
 /// The validated boxes and lists of one tree for one evaluator, on its
-/// device ([`List1Evaluator::plan`]), with the case-grouped schedule's
-/// tiles and, after its first grouped evaluation, its scratch.
+/// device ([`List1Evaluator::plan`]), with the kernel chosen for them
+/// ([`Self::kernel`], [`Self::reason`]) and what it needs: the grouped
+/// kernel's groups (and, after its first evaluation, its scratch) or the
+/// tiled kernels' tiles.
 ///
-/// The scratch is the plan's: evaluations of one plan in the grouped
-/// schedule on different streams must be ordered by the caller (an event
-/// between them), or one overwrites the pair products the other is still
-/// summing. Use one plan per stream to run them concurrently.
+/// The grouped scratch is the plan's: evaluations of one grouped plan on
+/// different streams must be ordered by the caller (an event between
+/// them), or one overwrites the pair products the other is still summing.
+/// Use one plan per stream to run them concurrently.
 pub struct List1DevicePlan {
     pub(super) evaluator: u64,
     pub(super) device: usize,
@@ -74,6 +85,9 @@ pub struct List1DevicePlan {
     displacement_pairs: usize,
     n_levels: usize,
     pub(super) nq: usize,
+    pub(super) kernel: List1Kernel,
+    contract: List1Contract,
+    reason: String,
     starts: DeviceBuffer<u32>,
     sources: DeviceBuffer<u32>,
     cases: DeviceBuffer<u8>,
@@ -82,11 +96,11 @@ pub struct List1DevicePlan {
     level_displacement: DeviceBuffer<f64>,
     level_table: DeviceBuffer<u32>,
     bytes: usize,
-    pub(super) groups: DeviceGrouping,
+    pub(super) groups: Option<DeviceGrouping>,
     tiles: Option<DeviceTiling>,
 }
 
-/// The target-tiled schedule's part of a plan (`q^d ≤` [`MAX_TILED_MODES`]).
+/// The tiled kernels' part of a plan.
 struct DeviceTiling {
     targets_per_tile: usize,
     n_tiles: usize,
@@ -95,21 +109,18 @@ struct DeviceTiling {
     tile_key_offsets: DeviceBuffer<u32>,
     keys: DeviceBuffer<u32>,
     key_pairs: DeviceBuffer<u32>,
-    /// Cut at [`tile_source_bound`] for the source-staged kernel (else only
-    /// at the width, as the other tiled kernels want).
-    source_staged: bool,
+    /// The staged kernel's: each tile's sources and each slot's row.
     max_tile_sources: usize,
     tile_source_offsets: DeviceBuffer<u32>,
     tile_sources: DeviceBuffer<u32>,
     key_source_slots: DeviceBuffer<u16>,
-    /// The case matrices of the tiles' keys, for a source-staged plan of
-    /// an ORBIT or fallback table ([`List1Evaluator::set_tiled_key_matrices`]).
+    /// The case matrices of the tiles' keys, for an ORBIT or fallback
+    /// table (the tiled kernels read dense matrices alone).
     key_matrices: Option<KeyMatrices>,
 }
 
-/// The case-grouped schedule's part of a plan: the tiles on the device,
-/// the chunks on the host, the scratch (allocated at the first grouped
-/// evaluation).
+/// The grouped kernel's part of a plan: the groups on the device, the
+/// chunks on the host, the scratch (allocated at the first evaluation).
 pub(super) struct DeviceGrouping {
     pub(super) chunks: Vec<GroupChunk>,
     pub(super) tile_offsets: DeviceBuffer<u32>,
@@ -123,31 +134,52 @@ impl std::fmt::Debug for List1DevicePlan {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("List1DevicePlan")
             .field("device", &self.device)
+            .field("kernel", &self.kernel)
+            .field("reason", &self.reason)
             .field("n_targets", &self.n_targets)
             .field("n_boxes", &self.n_boxes)
             .field("n_pairs", &self.n_pairs)
             .field("bytes", &self.bytes)
-            .field("chunks", &self.groups.chunks.len())
             .finish()
     }
 }
 
 impl List1DevicePlan {
-    /// Chunks of the case-grouped schedule (each one pair of launches; the
-    /// evaluator's scratch bound when the plan was made sets how many).
-    pub fn grouped_chunks(&self) -> usize {
-        self.groups.chunks.len()
+    /// The kernel this plan runs (chosen when it was made: `dispatch.rs`).
+    pub fn kernel(&self) -> List1Kernel {
+        self.kernel
     }
 
-    /// Bytes of the case-grouped schedule's scratch: the pair products of
-    /// the largest chunk (allocated at the first grouped evaluation).
+    /// The contract it was made under (its kernel keeps it:
+    /// [`List1Kernel::contract`] is this or [`List1Contract::Exact`]).
+    pub fn contract(&self) -> List1Contract {
+        self.contract
+    }
+
+    /// Why the kernel was chosen, in a line (the rule and the numbers it
+    /// compared).
+    pub fn reason(&self) -> &str {
+        &self.reason
+    }
+
+    /// Chunks of a grouped plan (each one pair of launches; the
+    /// evaluator's scratch bound when the plan was made sets how many);
+    /// 0 for the other kernels.
+    pub fn grouped_chunks(&self) -> usize {
+        self.groups.as_ref().map_or(0, |g| g.chunks.len())
+    }
+
+    /// Bytes of a grouped plan's scratch: the pair products of the largest
+    /// chunk (allocated at the first evaluation); 0 for the other kernels.
     pub fn pair_scratch_bytes(&self) -> usize {
-        self.groups.max_chunk_pairs * self.nq * 8
+        self.groups
+            .as_ref()
+            .map_or(0, |g| g.max_chunk_pairs * self.nq * 8)
     }
 
     /// The pairs as the C ABI's `hipkern_list1_evaluate*` entry points take
     /// them: device pointers into this plan's buffers, valid while it lives.
-    pub fn raw_pairs(&self) -> sys::hipkern_list1_pairs {
+    pub(crate) fn raw_pairs(&self) -> sys::hipkern_list1_pairs {
         sys::hipkern_list1_pairs {
             n_targets: self.n_targets as i64,
             n_boxes: self.n_boxes as i64,
@@ -163,15 +195,15 @@ impl List1DevicePlan {
         }
     }
 
-    /// The tiles of the target-tiled schedule as `hipkern_list1_evaluate_tiled`
-    /// takes them, with `arithmetic` (a `HIPKERN_LIST1_TILED_*`): device
-    /// pointers into this plan's buffers, valid while it lives; `None` where
-    /// the schedule does not apply (`q^d >` [`MAX_TILED_MODES`]).
-    pub fn raw_tiles(&self, arithmetic: u32) -> Option<sys::hipkern_list1_tiles> {
+    /// The tiles as `hipkern_list1_evaluate_tiled` takes them, for the
+    /// plan's kernel: device pointers into this plan's buffers, valid while
+    /// it lives; `None` for a plan of another kernel.
+    pub(crate) fn raw_tiles(&self) -> Option<sys::hipkern_list1_tiles> {
         let tl = self.tiles.as_ref()?;
+        let kernel = self.kernel.raw_tiled()?;
         Some(sys::hipkern_list1_tiles {
             targets_per_tile: tl.targets_per_tile as i32,
-            arithmetic: arithmetic as i32,
+            kernel: kernel as i32,
             n_tiles: tl.n_tiles as i64,
             tile_targets: tl.tile_targets.as_ptr(),
             tile_key_offsets: tl.tile_key_offsets.as_ptr(),
@@ -193,9 +225,9 @@ impl List1DevicePlan {
         })
     }
 
-    /// Case matrices the plan holds for the source-staged kernel (its
-    /// tiles' distinct keys; 0 where it holds none: see
-    /// [`List1Evaluator::set_tiled_key_matrices`]).
+    /// Case matrices the plan holds (a tiled plan of an ORBIT or fallback
+    /// table: one per distinct key of its tiles, expanded once on the
+    /// device from the layout; else 0).
     pub fn key_matrices(&self) -> usize {
         self.tiles
             .as_ref()
@@ -208,44 +240,32 @@ impl List1DevicePlan {
         self.key_matrices() * self.nq * self.nq * 8
     }
 
-    /// Tiles of the target-tiled schedule (0 where it does not apply).
+    /// Tiles of a tiled plan (0 for the other kernels).
     pub fn target_tiles(&self) -> usize {
         self.tiles.as_ref().map_or(0, |t| t.n_tiles)
     }
 
-    /// The target-tiled schedule's lane slots (keys × lanes summed over the
-    /// tiles): its work in units of one pair ([`Self::tiled_lanes_busy`]).
-    pub fn tile_slots(&self) -> usize {
-        self.tiles.as_ref().map_or(0, |t| t.slots)
-    }
-
-    /// `n_pairs() / tile_slots()`: the share of the tiled schedule's lane
-    /// slots that hold a pair (1 for a uniform tree's interior; what
-    /// [`List1SourceStaging::Auto`] compares).
-    pub fn tiled_lanes_busy(&self) -> f64 {
-        lanes_busy(self.n_pairs, self.tile_slots())
-    }
-
-    /// The most distinct source boxes of one tile of the tiled schedule
-    /// (the tensor-core kernel's shared source rows; 0 where it does not
-    /// apply).
-    pub fn max_tile_sources(&self) -> usize {
-        self.tiles.as_ref().map_or(0, |t| t.max_tile_sources)
-    }
-
-    /// Whether the tiles were cut for the source-staged kernel (by the
-    /// evaluator's [`List1Evaluator::set_tiled_source_staging`] when the
-    /// plan was made; false where the tiled schedule does not apply). The
-    /// tiled schedule runs a plan on the kernel it was cut for, where the
-    /// tensor cores are taken.
-    pub fn tiled_for_source_staging(&self) -> bool {
-        self.tiles.as_ref().is_some_and(|t| t.source_staged)
-    }
-
-    /// Target boxes per tile of the tiled schedule (0 where it does not
-    /// apply).
+    /// Target boxes per tile of a tiled plan (0 for the other kernels).
     pub fn targets_per_tile(&self) -> usize {
         self.tiles.as_ref().map_or(0, |t| t.targets_per_tile)
+    }
+
+    /// `n_pairs() / lane slots` of a tiled plan: the share of the tiles'
+    /// lane slots (keys × lanes) that hold a pair (1 for a uniform tree's
+    /// interior; what the dispatch compares); 0 for the other kernels.
+    pub fn tiled_lanes_busy(&self) -> f64 {
+        self.tiles
+            .as_ref()
+            .map_or(0.0, |t| lanes_busy(self.n_pairs, t.slots))
+    }
+
+    /// The most distinct source boxes of one tile of a staged plan (0 for
+    /// the other kernels).
+    pub fn max_tile_sources(&self) -> usize {
+        match (&self.tiles, self.kernel) {
+            (Some(t), List1Kernel::Staged) => t.max_tile_sources,
+            _ => 0,
+        }
     }
 
     /// Target boxes (output rows of `q^d` values).
@@ -268,23 +288,137 @@ impl List1DevicePlan {
         self.displacement_pairs
     }
 
-    /// Bytes the plan uploaded (offsets, source boxes, cases, levels,
-    /// per-level scalings).
+    /// Bytes the plan uploaded (pairs, levels, per-level scalings, and the
+    /// kernel's groups or tiles; not the key matrices, which the device
+    /// expands).
     pub fn upload_bytes(&self) -> usize {
         self.bytes
     }
 }
 
+/// A tiling cut for one tiled kernel.
+struct HostTiling {
+    kernel: List1Kernel,
+    tiling: TargetTiling,
+}
+
 impl List1Evaluator {
-    /// Validates `boxes` as the CPU evaluator does (module docs) and
-    /// uploads them for this evaluator (synchronously).
+    /// Validates `boxes` as the CPU evaluator does (module docs), chooses
+    /// the kernel for this evaluator's contract ([`List1DevicePlan::kernel`])
+    /// and uploads what it needs (synchronously).
     pub fn plan(&self, boxes: &List1Boxes<'_>) -> Result<List1DevicePlan> {
         let hp = self.meta.check(boxes, None)?;
         let _scope = self.device.enter()?;
-        self.upload_plan(&hp)
+        self.upload_plan(&hp, None)
     }
 
-    pub(super) fn upload_plan(&self, hp: &HostPairs) -> Result<List1DevicePlan> {
+    /// Whether this evaluator's device and table can run `kernel`: the
+    /// grouped and tiled kernels take `q^d ≤` [`MAX_TILED_MODES`], `tiled`
+    /// and `staged` need the tensor cores.
+    pub(crate) fn check_kernel(&self, kernel: List1Kernel) -> Result<()> {
+        let nq = self.meta.nq;
+        if kernel != List1Kernel::PerTarget && nq > MAX_TILED_MODES {
+            return bad(format!(
+                "the {kernel} kernel takes q^d ≤ {MAX_TILED_MODES}; this table has q^d = {nq}"
+            ));
+        }
+        if matches!(kernel, List1Kernel::Tiled | List1Kernel::Staged)
+            && !self.tensor_cores_available
+        {
+            return bad(format!(
+                "the {kernel} kernel needs NVIDIA's FP64 tensor cores (sm_80 and later), which \
+                 this device or build lacks"
+            ));
+        }
+        Ok(())
+    }
+
+    /// The tiling of a tiled kernel at its width (the C ABI's
+    /// `hipkern_list1_tile_targets`), staged tiles cut at their source
+    /// bound.
+    fn cut_tiles(&self, hp: &HostPairs, kernel: List1Kernel) -> Result<HostTiling> {
+        let raw = kernel.raw_tiled().expect("a tiled kernel");
+        let mut width = 0i32;
+        // SAFETY: a valid out-pointer; the call reads its arguments only.
+        check("hipkern_list1_tile_targets", unsafe {
+            sys::hipkern_list1_tile_targets(raw as i32, &mut width)
+        })?;
+        let width = width as usize;
+        let bound = if kernel == List1Kernel::Staged {
+            staged_source_bound(self.meta.nq, width)
+        } else {
+            usize::MAX
+        };
+        let tiling = tile_targets(
+            &hp.starts,
+            |j| hp.key(j, self.meta.n_cases) as u32,
+            |j| hp.sources[j],
+            width,
+            bound,
+        );
+        Ok(HostTiling { kernel, tiling })
+    }
+
+    /// The plan of `hp` for the kernel `forced`, or the one the dispatch
+    /// chooses under the evaluator's contract.
+    pub(super) fn upload_plan(
+        &self,
+        hp: &HostPairs,
+        forced: Option<List1Kernel>,
+    ) -> Result<List1DevicePlan> {
+        let nq = self.meta.nq;
+        let n_cases = self.meta.n_cases;
+        let tensor = self.tensor_cores_available;
+        let mut tiling: Option<HostTiling> = None;
+        let (kernel, reason) = match forced {
+            Some(k) => {
+                self.check_kernel(k)?;
+                (k, "forced".to_string())
+            }
+            None => {
+                // The tilings the fast contract compares; the winner is kept.
+                let mut cut = Vec::new();
+                let mut failed = None;
+                let choice = choose(self.contract, nq, tensor, || {
+                    let per_key = if tensor {
+                        List1Kernel::Tiled
+                    } else {
+                        List1Kernel::TiledFma
+                    };
+                    let pairs = hp.sources.len();
+                    let mut busy = TileBusy {
+                        per_key: 0.0,
+                        staged: None,
+                    };
+                    for k in [per_key, List1Kernel::Staged] {
+                        if k == List1Kernel::Staged && !tensor {
+                            continue;
+                        }
+                        match self.cut_tiles(hp, k) {
+                            Ok(t) => {
+                                let b = lanes_busy(pairs, t.tiling.slots());
+                                if k == List1Kernel::Staged {
+                                    busy.staged = Some(b);
+                                } else {
+                                    busy.per_key = b;
+                                }
+                                cut.push(t);
+                            }
+                            Err(e) => failed = Some(e),
+                        }
+                    }
+                    busy
+                });
+                if let Some(e) = failed {
+                    return Err(e);
+                }
+                tiling = cut.into_iter().find(|t| t.kernel == choice.0);
+                choice
+            }
+        };
+        if kernel.raw_tiled().is_some() && tiling.is_none() {
+            tiling = Some(self.cut_tiles(hp, kernel)?);
+        }
         let d = &self.device;
         let scale: Vec<f64> = hp.scalings.iter().map(|s| s.scale).collect();
         let disp: Vec<f64> = hp.scalings.iter().map(|s| s.displacement).collect();
@@ -294,87 +428,70 @@ impl List1Evaluator {
             .iter()
             .filter(|&&s| disp[usize::from(hp.box_levels[s as usize])] != 0.0)
             .count();
-        let nq = self.meta.nq;
-        let n_cases = self.meta.n_cases;
-        let key = |j: usize| {
-            let lvl = usize::from(hp.box_levels[hp.sources[j] as usize]);
-            hp.scalings[lvl].table * n_cases + usize::from(hp.cases[j])
-        };
-        // Only the source-staged kernel needs its tiles' sources bounded;
-        // the others keep full tiles.
-        let cut = |staged: bool| {
-            let (width, bound) = if staged {
-                let w = self.staged_targets_per_tile();
-                (w, tile_source_bound(nq, w))
-            } else {
-                (self.targets_per_tile(), usize::MAX)
-            };
-            let t = tile_targets(
-                &hp.starts,
-                |j| key(j) as u32,
-                |j| hp.sources[j],
-                width,
-                bound,
-            );
-            (t, staged)
-        };
-        let tensor = self.tiled_tensor_cores && self.tensor_cores_available;
-        let tiling = (nq <= MAX_TILED_MODES).then(|| match self.source_staging {
-            List1SourceStaging::Off => cut(false),
-            List1SourceStaging::On => cut(true),
-            List1SourceStaging::Auto if !tensor => cut(false),
-            List1SourceStaging::Auto => {
-                let per_key = cut(false);
-                let staged = cut(true);
-                let pairs = hp.sources.len();
-                if prefer_source_staged(
-                    lanes_busy(pairs, per_key.0.slots()),
-                    lanes_busy(pairs, staged.0.slots()),
-                ) {
-                    staged
-                } else {
-                    per_key
-                }
-            }
-        });
-        let grouping: PairGrouping = group_pairs(
-            &hp.starts,
-            self.n_tables * n_cases,
-            key,
-            (self.pair_scratch_bytes / (8 * nq)).max(1),
-            tile_capacity(nq),
-        );
-        // The source-staged kernel's key matrices (ORBIT and fallback).
-        let key_matrices = match &tiling {
-            Some((t, true))
-                if tensor
-                    && self.tiled_key_matrices
-                    && self.layout != List1Layout::Dense
-                    && !t.keys.is_empty() =>
-            {
-                Some(self.expand_keys(&t.keys)?)
-            }
-            _ => None,
-        };
-        let bytes = 4 * (hp.starts.len() + hp.sources.len())
+        let mut bytes = 4 * (hp.starts.len() + hp.sources.len())
             + hp.cases.len()
             + hp.box_levels.len()
-            + 20 * scale.len()
-            + 4 * (grouping.tile_offsets.len()
-                + grouping.tile_keys.len()
-                + grouping.tile_pairs.len())
-            + tiling.as_ref().map_or(0, |(t, _)| {
-                4 * (t.tile_targets.len()
-                    + t.tile_key_offsets.len()
-                    + t.keys.len()
-                    + t.key_pairs.len()
-                    + t.tile_source_offsets.len()
-                    + t.tile_sources.len())
-                    + 2 * t.key_source_slots.len()
+            + 20 * scale.len();
+        let groups = if kernel == List1Kernel::Grouped {
+            let g = group_pairs(
+                &hp.starts,
+                self.n_tables * n_cases,
+                |j| hp.key(j, n_cases),
+                (self.pair_scratch_bytes / (8 * nq)).max(1),
+                tile_capacity(nq),
+            );
+            bytes += 4 * (g.tile_offsets.len() + g.tile_keys.len() + g.tile_pairs.len());
+            Some(DeviceGrouping {
+                tile_offsets: upload(d, &g.tile_offsets)?,
+                tile_keys: upload(d, &g.tile_keys)?,
+                tile_pairs: upload(d, &g.tile_pairs)?,
+                chunks: g.chunks,
+                max_chunk_pairs: g.max_chunk_pairs,
+                scratch: None,
             })
-            + key_matrices
-                .as_ref()
-                .map_or(0, |m| 4 * (m.count + m.index.len()));
+        } else {
+            None
+        };
+        let tiles = match tiling {
+            None => None,
+            Some(HostTiling { tiling: t, .. }) => {
+                // The tiled kernels read dense case matrices: the dense
+                // table's own, or each key's expanded once from the layout.
+                // A tiling without keys (no pairs) still names one (key 0,
+                // never read): the C ABI wants matrices with every compact
+                // table.
+                let key_matrices = match (self.layout, t.keys.is_empty()) {
+                    (List1Layout::Dense, _) => None,
+                    (_, false) => Some(self.expand_keys(&t.keys)?),
+                    (_, true) => Some(self.expand_keys(&[0])?),
+                };
+                bytes += 4
+                    * (t.tile_targets.len()
+                        + t.tile_key_offsets.len()
+                        + t.keys.len()
+                        + t.key_pairs.len()
+                        + t.tile_source_offsets.len()
+                        + t.tile_sources.len())
+                    + 2 * t.key_source_slots.len()
+                    + key_matrices
+                        .as_ref()
+                        .map_or(0, |m| 4 * (m.count + m.index.len()));
+                Some(DeviceTiling {
+                    targets_per_tile: t.targets_per_tile,
+                    n_tiles: t.n_tiles(),
+                    slots: t.slots(),
+                    tile_targets: upload(d, &t.tile_targets)?,
+                    tile_key_offsets: upload(d, &t.tile_key_offsets)?,
+                    keys: upload(d, &t.keys)?,
+                    key_pairs: upload(d, &t.key_pairs)?,
+                    max_tile_sources: t.max_tile_sources,
+                    tile_source_offsets: upload(d, &t.tile_source_offsets)?,
+                    tile_sources: upload(d, &t.tile_sources)?,
+                    key_source_slots: upload(d, &t.key_source_slots)?,
+                    key_matrices,
+                })
+            }
+        };
         Ok(List1DevicePlan {
             evaluator: self.id,
             device: d.ordinal(),
@@ -383,6 +500,10 @@ impl List1Evaluator {
             n_pairs: hp.sources.len(),
             displacement_pairs,
             n_levels: scale.len(),
+            nq,
+            kernel,
+            contract: self.contract,
+            reason,
             starts: upload(d, &hp.starts)?,
             sources: upload(d, &hp.sources)?,
             cases: upload(d, &hp.cases)?,
@@ -391,33 +512,8 @@ impl List1Evaluator {
             level_displacement: upload(d, &disp)?,
             level_table: upload(d, &table)?,
             bytes,
-            nq,
-            groups: DeviceGrouping {
-                tile_offsets: upload(d, &grouping.tile_offsets)?,
-                tile_keys: upload(d, &grouping.tile_keys)?,
-                tile_pairs: upload(d, &grouping.tile_pairs)?,
-                chunks: grouping.chunks,
-                max_chunk_pairs: grouping.max_chunk_pairs,
-                scratch: None,
-            },
-            tiles: match tiling {
-                None => None,
-                Some((t, source_staged)) => Some(DeviceTiling {
-                    targets_per_tile: t.targets_per_tile,
-                    n_tiles: t.n_tiles(),
-                    slots: t.slots(),
-                    tile_targets: upload(d, &t.tile_targets)?,
-                    tile_key_offsets: upload(d, &t.tile_key_offsets)?,
-                    keys: upload(d, &t.keys)?,
-                    key_pairs: upload(d, &t.key_pairs)?,
-                    source_staged,
-                    max_tile_sources: t.max_tile_sources,
-                    tile_source_offsets: upload(d, &t.tile_source_offsets)?,
-                    tile_sources: upload(d, &t.tile_sources)?,
-                    key_source_slots: upload(d, &t.key_source_slots)?,
-                    key_matrices,
-                }),
-            },
+            groups,
+            tiles,
         })
     }
 }
