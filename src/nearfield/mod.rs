@@ -252,8 +252,7 @@ pub use list1::{
 pub use list1_device::{
     internals as list1_internals, staged_source_bound, List1Contract, List1DevicePlan,
     List1Evaluator, List1Kernel, List1Layout, List1Payload, List1ReducedTables, List1UploadBytes,
-    DEFAULT_PAIR_SCRATCH_BYTES, MAX_TILED_MODES, NARROW_MODES, PER_KEY_MIN_LANES_BUSY,
-    STAGED_LANES_BUSY_RATIO,
+    DEFAULT_PAIR_SCRATCH_BYTES, MAX_TILED_MODES,
 };
 pub use orbit::{OrbitDescriptors, OrbitSlot, GROUP_DERIVATIVE, GROUP_FLIPPABLE};
 pub use quadrature::{gauss_legendre, legendre_gauss_unit, q_points, MAX_QUAD_ORDER};

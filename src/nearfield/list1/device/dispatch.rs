@@ -9,32 +9,36 @@
 //!   d467148 and 3adea44).
 //! - `Fast`: `per-target` above `q^d = 64` (no other kernel takes it).
 //!   Else, with tensor cores: `staged` where its tiles keep the per-key
-//!   tiles' lanes busy ([`STAGED_LANES_BUSY_RATIO`]); else the per-key
-//!   kernel (`tiled`, or `tiled-fma` without tensor cores) where
+//!   tiles' lanes busy ([`STAGED_LANES_BUSY_RATIO`]), else `tiled` (with
+//!   its keys' dense matrices it was within 0.5 % of `grouped` or faster
+//!   on every bench tree: H100, the run of C ABI v5 in
+//!   `docs/performance.md`). Without them: `tiled-fma` where
 //!   `q^d ≤` [`NARROW_MODES`] or its lanes busy is at least
-//!   [`PER_KEY_MIN_LANES_BUSY`]; else `grouped`.
+//!   [`PER_KEY_MIN_LANES_BUSY`], else `grouped`.
 use super::List1Contract;
 use super::List1Kernel;
 use super::MAX_TILED_MODES;
 
 /// `staged` is chosen where its tiles' lanes busy (pairs over lane slots
 /// walked) is at least this fraction of the per-key tiles'. Measured on
-/// the H200 (6128bc7) and the H100 (9da8886): staged won at 0.91× the
-/// per-key lanes busy (3D q = 3 and q = 4 uniform), 1.00× (2D q = 4), and
-/// lost at 0.60× and below (the random octree 0.18–0.30×).
-pub const STAGED_LANES_BUSY_RATIO: f64 = 0.85;
+/// the H200 (6128bc7) and the H100 (9da8886, and again with C ABI v5):
+/// staged won at 0.91× the per-key lanes busy (3D q = 3 and q = 4
+/// uniform), 1.00× (2D q = 4), and lost at 0.60× and below (the random
+/// octrees 0.18–0.30×).
+pub(crate) const STAGED_LANES_BUSY_RATIO: f64 = 0.85;
 
-/// Up to this `q^d` the per-key tiled kernels beat `grouped` on every
-/// bench tree, the random octree included (H200, 2f9109f: 3D q = 3 random
-/// tensor 0.241 / FMA 0.304 against grouped 0.318 ms; 2D q = 4 random
-/// 0.092 / 0.110 against 0.155 ms).
-pub const NARROW_MODES: usize = 36;
+/// Without tensor cores: up to this `q^d` `tiled-fma` beat `grouped` on
+/// every bench tree, the random ones included (H100, C ABI v5: 3D q = 3
+/// random 0.285–0.293 against 0.333–0.357 ms; 2D q = 4 random 0.107–0.109
+/// against 0.160–0.164 ms).
+pub(crate) const NARROW_MODES: usize = 36;
 
-/// Above [`NARROW_MODES`] the per-key tiled kernels need this lanes busy
-/// to beat `grouped`: at 3D q = 4 (H200, 2f9109f) they won on the uniform
-/// tree (lanes busy 0.99: tensor 0.623, FMA 1.021 against 1.132 ms) and
-/// lost on the random octree (0.55: 1.050 and 1.272 against 0.917 ms).
-pub const PER_KEY_MIN_LANES_BUSY: f64 = 0.75;
+/// Above [`NARROW_MODES`] `tiled-fma` needs this lanes busy to beat
+/// `grouped`: at 3D q = 4 (H100, C ABI v5) it won on the uniform octree
+/// (lanes busy 0.99: 0.79 against 1.17–1.58 ms) and lost in three layouts
+/// of four on the random one (0.55: 1.05–1.07 against 0.95–1.02 ms; the
+/// descriptor fallback's grouped 1.27).
+pub(crate) const PER_KEY_MIN_LANES_BUSY: f64 = 0.75;
 
 /// The distinct source boxes a `staged` tile of `targets_per_tile` boxes
 /// may read (the host cuts a tile early past it): the kernel keeps them in
@@ -90,21 +94,28 @@ pub(super) fn choose(
             );
         }
     }
-    let per_key = if tensor_cores {
-        List1Kernel::Tiled
-    } else {
-        List1Kernel::TiledFma
-    };
+    if tensor_cores {
+        return (
+            List1Kernel::Tiled,
+            format!(
+                "fast: staged tiles {:.3} lanes busy < {STAGED_LANES_BUSY_RATIO} × per-key {:.3}",
+                b.staged.unwrap_or(0.0),
+                b.per_key
+            ),
+        );
+    }
+    let per_key = List1Kernel::TiledFma;
     if n_modes <= NARROW_MODES {
         (
             per_key,
-            format!("fast: q^d = {n_modes} ≤ {NARROW_MODES}, per-key tiles"),
+            format!("fast, no tensor cores: q^d = {n_modes} ≤ {NARROW_MODES}"),
         )
     } else if b.per_key >= PER_KEY_MIN_LANES_BUSY {
         (
             per_key,
             format!(
-                "fast: per-key tiles {:.3} lanes busy ≥ {PER_KEY_MIN_LANES_BUSY}",
+                "fast, no tensor cores: per-key tiles {:.3} lanes busy ≥ \
+                 {PER_KEY_MIN_LANES_BUSY}",
                 b.per_key
             ),
         )
@@ -112,8 +123,8 @@ pub(super) fn choose(
         (
             List1Kernel::Grouped,
             format!(
-                "fast: q^d = {n_modes} > {NARROW_MODES} and per-key tiles only {:.3} lanes \
-                 busy",
+                "fast, no tensor cores: q^d = {n_modes} > {NARROW_MODES} and per-key tiles \
+                 only {:.3} lanes busy",
                 b.per_key
             ),
         )
@@ -136,20 +147,19 @@ mod tests {
     #[test]
     fn the_rules_pick_the_measured_winners() {
         // (q^d, tensor cores, per-key busy, staged busy, the fastest
-        // kernel measured): the bench trees on the H100 (9da8886) and H200
-        // (2f9109f, 6128bc7).
+        // kernel measured): the bench trees on the H100 (C ABI v5).
         use List1Kernel::*;
         for (nq, tensor, per_key, staged, want) in [
-            (27, true, 0.996, Some(0.909), Staged),  // 3D q = 3 uniform
-            (64, true, 0.996, Some(0.909), Staged),  // 3D q = 4 uniform
-            (16, true, 1.000, Some(1.000), Staged),  // 2D q = 4 uniform
-            (27, true, 0.551, Some(0.163), Tiled),   // 3D q = 3 random
-            (64, true, 0.551, Some(0.163), Grouped), // 3D q = 4 random
-            (16, true, 0.85, Some(0.3), Tiled),      // 2D q = 4 random
-            (27, false, 0.996, None, TiledFma),      // 3D q = 3 uniform, FMAs
-            (27, false, 0.551, None, TiledFma),      // 3D q = 3 random, FMAs
-            (64, false, 0.996, None, TiledFma),      // 3D q = 4 uniform, FMAs
-            (64, false, 0.551, None, Grouped),       // 3D q = 4 random, FMAs
+            (27, true, 0.996, Some(0.909), Staged), // 3D q = 3 uniform
+            (64, true, 0.996, Some(0.909), Staged), // 3D q = 4 uniform
+            (16, true, 1.000, Some(1.000), Staged), // 2D q = 4 uniform
+            (27, true, 0.551, Some(0.163), Tiled),  // 3D q = 3 random
+            (64, true, 0.551, Some(0.163), Tiled),  // 3D q = 4 random
+            (16, true, 0.85, Some(0.3), Tiled),     // 2D q = 4 random
+            (27, false, 0.996, None, TiledFma),     // 3D q = 3 uniform, FMAs
+            (27, false, 0.551, None, TiledFma),     // 3D q = 3 random, FMAs
+            (64, false, 0.996, None, TiledFma),     // 3D q = 4 uniform, FMAs
+            (64, false, 0.551, None, Grouped),      // 3D q = 4 random, FMAs
         ] {
             assert_eq!(fast(nq, tensor, per_key, staged), want, "{nq} {per_key}");
         }

@@ -95,9 +95,7 @@ mod options;
 mod payload;
 mod plan;
 
-pub use dispatch::{
-    staged_source_bound, NARROW_MODES, PER_KEY_MIN_LANES_BUSY, STAGED_LANES_BUSY_RATIO,
-};
+pub use dispatch::staged_source_bound;
 pub use options::{
     List1Contract, List1Kernel, List1Layout, DEFAULT_PAIR_SCRATCH_BYTES, MAX_TILED_MODES,
 };
