@@ -18,6 +18,7 @@
 use super::List1Contract;
 use super::List1Kernel;
 use super::MAX_TILED_MODES;
+use crate::runtime::Result;
 
 /// `staged` is chosen where its tiles' lanes busy (pairs over lane slots
 /// walked) is at least this fraction of the per-key tiles'. Measured on
@@ -62,44 +63,42 @@ pub(super) struct TileBusy {
 
 /// The kernel of a plan under `contract` for `n_modes = q^d`, and why.
 /// `busy` is asked only where the fast contract compares tilings (the
-/// host cuts them there alone).
+/// host cuts them there alone); its error is the choice's.
 pub(super) fn choose(
     contract: List1Contract,
     n_modes: usize,
     tensor_cores: bool,
-    busy: impl FnOnce() -> TileBusy,
-) -> (List1Kernel, String) {
+    busy: impl FnOnce() -> Result<TileBusy>,
+) -> Result<(List1Kernel, String)> {
     if n_modes > MAX_TILED_MODES {
-        return (
+        return Ok((
             List1Kernel::PerTarget,
             format!("q^d = {n_modes} > {MAX_TILED_MODES}: only per-target takes it"),
-        );
+        ));
     }
     if contract == List1Contract::Exact {
-        return (
+        return Ok((
             List1Kernel::Grouped,
             "exact: the fastest bitwise kernel".into(),
-        );
+        ));
     }
-    let b = busy();
-    if let Some(staged) = b.staged.filter(|_| tensor_cores) {
-        if staged >= STAGED_LANES_BUSY_RATIO * b.per_key {
-            return (
-                List1Kernel::Staged,
-                format!(
-                    "fast: staged tiles {staged:.3} lanes busy ≥ {STAGED_LANES_BUSY_RATIO} × \
-                     per-key {:.3}",
-                    b.per_key
-                ),
-            );
-        }
-    }
+    Ok(choose_fast(n_modes, tensor_cores, busy()?))
+}
+
+/// The fast contract's kernel for `q^d ≤` [`MAX_TILED_MODES`] (module docs).
+fn choose_fast(n_modes: usize, tensor_cores: bool, b: TileBusy) -> (List1Kernel, String) {
     if tensor_cores {
+        let staged = b.staged.unwrap_or(0.0);
+        let (kernel, cmp) = if staged >= STAGED_LANES_BUSY_RATIO * b.per_key {
+            (List1Kernel::Staged, "≥")
+        } else {
+            (List1Kernel::Tiled, "<")
+        };
         return (
-            List1Kernel::Tiled,
+            kernel,
             format!(
-                "fast: staged tiles {:.3} lanes busy < {STAGED_LANES_BUSY_RATIO} × per-key {:.3}",
-                b.staged.unwrap_or(0.0),
+                "fast: staged tiles {staged:.3} lanes busy {cmp} {STAGED_LANES_BUSY_RATIO} × \
+                 per-key {:.3}",
                 b.per_key
             ),
         );
@@ -137,10 +136,10 @@ mod tests {
     use crate::nearfield::list1::device::{List1Contract, List1Kernel};
 
     fn fast(n_modes: usize, tensor: bool, per_key: f64, staged: Option<f64>) -> List1Kernel {
-        choose(List1Contract::Fast, n_modes, tensor, || TileBusy {
-            per_key,
-            staged,
+        choose(List1Contract::Fast, n_modes, tensor, || {
+            Ok(TileBusy { per_key, staged })
         })
+        .unwrap()
         .0
     }
 
@@ -167,25 +166,28 @@ mod tests {
 
     #[test]
     fn exact_and_large_tables_never_cut_tiles() {
-        let never = || -> TileBusy { panic!("no tiling needed") };
+        let never = || -> crate::runtime::Result<TileBusy> { panic!("no tiling needed") };
         assert_eq!(
-            choose(List1Contract::Exact, 27, true, never).0,
+            choose(List1Contract::Exact, 27, true, never).unwrap().0,
             List1Kernel::Grouped
         );
         assert_eq!(
-            choose(List1Contract::Exact, 125, true, never).0,
+            choose(List1Contract::Exact, 125, true, never).unwrap().0,
             List1Kernel::PerTarget
         );
         assert_eq!(
-            choose(List1Contract::Fast, 125, true, never).0,
+            choose(List1Contract::Fast, 125, true, never).unwrap().0,
             List1Kernel::PerTarget
         );
         // Whatever it chooses, a kernel of the contract (or a stricter one).
         for nq in [1, 9, 27, 64] {
-            let (k, why) = choose(List1Contract::Fast, nq, false, || TileBusy {
-                per_key: 0.1,
-                staged: Some(1.0),
-            });
+            let (k, why) = choose(List1Contract::Fast, nq, false, || {
+                Ok(TileBusy {
+                    per_key: 0.1,
+                    staged: Some(1.0),
+                })
+            })
+            .unwrap();
             assert_ne!(k, List1Kernel::Staged, "no tensor cores: {why}");
         }
     }

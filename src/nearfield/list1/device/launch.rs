@@ -212,6 +212,9 @@ impl List1Evaluator {
         t
     }
 
+    /// Called by `evaluate_into` alone, inside its device scope (the
+    /// evaluator's device current).
+    ///
     /// # Safety
     /// `f` and `out` point to `n_boxes·q^d` and `n_targets·q^d` float64 on
     /// the evaluator's device, `plan` is this evaluator's.
@@ -224,7 +227,6 @@ impl List1Evaluator {
     ) -> Result<()> {
         let t = self.raw_table();
         let p = plan.raw_pairs();
-        let _scope = self.device.enter()?;
         // SAFETY: the caller's contract (see above); the structs live
         // across the call, which copies them into the launch.
         let status = unsafe { sys::hipkern_list1_evaluate(&t, &p, f, out, stream.as_raw()) };
@@ -250,7 +252,6 @@ impl List1Evaluator {
             Some(b) => b.as_mut_ptr(),
             None => return bad("the grouped kernel's scratch is missing".into()),
         };
-        let _scope = self.device.enter()?;
         for ch in &g.chunks {
             let groups = sys::hipkern_list1_groups {
                 target_begin: ch.targets.start as i64,
@@ -289,7 +290,6 @@ impl List1Evaluator {
         };
         let t = self.raw_table();
         let p = plan.raw_pairs();
-        let _scope = self.device.enter()?;
         // SAFETY: the caller's contract; the structs live across the call,
         // which copies them into the launch.
         let status =

@@ -378,40 +378,28 @@ impl List1Evaluator {
             None => {
                 // The tilings the fast contract compares; the winner is kept.
                 let mut cut = Vec::new();
-                let mut failed = None;
                 let choice = choose(self.contract, nq, tensor, || {
-                    let per_key = if tensor {
-                        List1Kernel::Tiled
-                    } else {
-                        List1Kernel::TiledFma
-                    };
+                    let per_key = self.cut_tiles(
+                        hp,
+                        if tensor {
+                            List1Kernel::Tiled
+                        } else {
+                            List1Kernel::TiledFma
+                        },
+                    )?;
                     let pairs = hp.sources.len();
                     let mut busy = TileBusy {
-                        per_key: 0.0,
+                        per_key: lanes_busy(pairs, per_key.tiling.slots()),
                         staged: None,
                     };
-                    for k in [per_key, List1Kernel::Staged] {
-                        if k == List1Kernel::Staged && !tensor {
-                            continue;
-                        }
-                        match self.cut_tiles(hp, k) {
-                            Ok(t) => {
-                                let b = lanes_busy(pairs, t.tiling.slots());
-                                if k == List1Kernel::Staged {
-                                    busy.staged = Some(b);
-                                } else {
-                                    busy.per_key = b;
-                                }
-                                cut.push(t);
-                            }
-                            Err(e) => failed = Some(e),
-                        }
+                    cut.push(per_key);
+                    if tensor {
+                        let staged = self.cut_tiles(hp, List1Kernel::Staged)?;
+                        busy.staged = Some(lanes_busy(pairs, staged.tiling.slots()));
+                        cut.push(staged);
                     }
-                    busy
-                });
-                if let Some(e) = failed {
-                    return Err(e);
-                }
+                    Ok(busy)
+                })?;
                 tiling = cut.into_iter().find(|t| t.kernel == choice.0);
                 choice
             }
