@@ -634,7 +634,7 @@ __device__ __forceinline__ double orbit_pair_shape(const OrbitRaw &rc, const int
 // shared memory: [values n_tables·n_rows doubles] [OrbitRaw per case].
 // Block: `boxes` groups of `lanes` threads, group g takes target boxes
 // blockIdx.x·boxes + g, + gridDim.x·boxes, ...; lane l of a group takes
-// t = l, l + lanes, ... (lanes = packed_box_lanes: min(batch, nq rounded
+// t = l, l + lanes, ... (lanes = packed_box_lanes: min(kTargetBatch, nq rounded
 // up to a lane group)); a work split, right at any warp width. (On AMD,
 // HIP maps the 2 of __launch_bounds__ to amdgpu_waves_per_eu(2), a
 // register-budget hint in waves per SIMD, not CUDA's blocks per SM.)
@@ -690,18 +690,25 @@ __global__ void __launch_bounds__(512, 2)
   }
 }
 
+// Lanes per target box (the batch of the kernels above): 32, the fastest measured —
+// faster than one lane in every configuration of benches/RESULTS.md
+// "list1 — 2026-12-03" (H200), 1.4× (2D q = 4 fallback) to 29× (3D q = 4
+// dense 71.5 against 2.43 ms; 3D q = 3 uniform dense 11.56 against 0.452).
+// One kLaneGroup: no box straddles two lane groups.
+constexpr int kTargetBatch = 32;
+static_assert(kTargetBatch == kLaneGroup, "a box's lanes are one lane group");
+
 // The ORBIT fast path (q = Q ≤ 4, every table's compact rows in shared
 // memory); false (nothing launched) when the rows do not fit.
 template <int D, int Q>
 bool launch_orbit_fast(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
-                       const double *f, double *out, int nq, int batch, hipStream_t s,
-                       int32_t *rc) {
+                       const double *f, double *out, int nq, hipStream_t s, int32_t *rc) {
   const size_t shmem = static_cast<size_t>(tab.n_tables) * static_cast<size_t>(tab.n_rows) * 8 +
                        sizeof(OrbitRaw) * static_cast<size_t>(tab.n_cases);
   if (tab.n_rows >= (int64_t{1} << 30) || shmem > static_cast<size_t>(shared_limit())) return false;
   // Lanes per box: box_lanes (nq when it divides a lane group, else whole
   // lane groups: different boxes' pair lists differ, and would diverge).
-  const int lanes = packed_box_lanes(nq, batch);
+  const int lanes = packed_box_lanes(nq, kTargetBatch);
   const int tpb = shmem > 64 * 1024 ? 512 : 256;
   const int boxes = boxes_per_block(tpb, lanes);
   int64_t blocks = (pr.n_targets + boxes - 1) / boxes;
@@ -721,7 +728,7 @@ bool launch_orbit_fast(const hipkern_list1_table &tab, const hipkern_list1_pairs
 // FALLBACK through the resolution table (n_resolve_orbits > 0).
 template <int D, int NQ>
 int32_t launch_fallback_resolved(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
-                                 const double *f, double *out, int nq, int batch, hipStream_t s) {
+                                 const double *f, double *out, int nq, hipStream_t s) {
   const size_t g = static_cast<size_t>(tab.n_transforms);
   const size_t lim = static_cast<size_t>(shared_limit());
   const size_t qbytes = g * nq * 2;
@@ -744,7 +751,7 @@ int32_t launch_fallback_resolved(const hipkern_list1_table &tab, const hipkern_l
     vals_shared = 1;
   }
   shmem = (shmem + 7) / 8 * 8;
-  const int lanes = packed_box_lanes(nq, batch);
+  const int lanes = packed_box_lanes(nq, kTargetBatch);
   const int tpb = shmem > 64 * 1024 ? 512 : 256;
   const int boxes = boxes_per_block(tpb, lanes);
   int64_t blocks = (pr.n_targets + boxes - 1) / boxes;
@@ -761,38 +768,38 @@ int32_t launch_fallback_resolved(const hipkern_list1_table &tab, const hipkern_l
 
 template <int D>
 int32_t launch_resolved_q(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr,
-                          const double *f, double *out, int nq, int batch, hipStream_t s) {
+                          const double *f, double *out, int nq, hipStream_t s) {
   constexpr int Q2 = D == 3 ? 8 : 4, Q3 = D == 3 ? 27 : 9, Q4 = D == 3 ? 64 : 16;
   switch (tab.q) {
-    case 1: return launch_fallback_resolved<D, 1>(tab, pr, f, out, nq, batch, s);
-    case 2: return launch_fallback_resolved<D, Q2>(tab, pr, f, out, nq, batch, s);
-    case 3: return launch_fallback_resolved<D, Q3>(tab, pr, f, out, nq, batch, s);
-    case 4: return launch_fallback_resolved<D, Q4>(tab, pr, f, out, nq, batch, s);
-    default: return launch_fallback_resolved<D, 0>(tab, pr, f, out, nq, batch, s);
+    case 1: return launch_fallback_resolved<D, 1>(tab, pr, f, out, nq, s);
+    case 2: return launch_fallback_resolved<D, Q2>(tab, pr, f, out, nq, s);
+    case 3: return launch_fallback_resolved<D, Q3>(tab, pr, f, out, nq, s);
+    case 4: return launch_fallback_resolved<D, Q4>(tab, pr, f, out, nq, s);
+    default: return launch_fallback_resolved<D, 0>(tab, pr, f, out, nq, s);
   }
 }
 
 template <int D, int LAYOUT>
 int32_t launch(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr, const double *f,
-               double *out, int nq, int batch, hipStream_t s) {
+               double *out, int nq, hipStream_t s) {
   size_t shmem = 0;
   int qmap_shared = 0, hash_shared = 0, vals_shared = 0;
-  int lanes = batch, boxes = 1;
+  int lanes = kTargetBatch, boxes = 1;
   uint32_t bits = 0;
   if (LAYOUT == HIPKERN_LIST1_ORBIT) {
     int32_t rc = 0;
     bool done = false;
     switch (tab.q) {
-      case 1: done = launch_orbit_fast<D, 1>(tab, pr, f, out, nq, batch, s, &rc); break;
-      case 2: done = launch_orbit_fast<D, 2>(tab, pr, f, out, nq, batch, s, &rc); break;
-      case 3: done = launch_orbit_fast<D, 3>(tab, pr, f, out, nq, batch, s, &rc); break;
-      case 4: done = launch_orbit_fast<D, 4>(tab, pr, f, out, nq, batch, s, &rc); break;
+      case 1: done = launch_orbit_fast<D, 1>(tab, pr, f, out, nq, s, &rc); break;
+      case 2: done = launch_orbit_fast<D, 2>(tab, pr, f, out, nq, s, &rc); break;
+      case 3: done = launch_orbit_fast<D, 3>(tab, pr, f, out, nq, s, &rc); break;
+      case 4: done = launch_orbit_fast<D, 4>(tab, pr, f, out, nq, s, &rc); break;
       default: break;
     }
     if (done) return rc;
     shmem = sizeof(OrbitCase) * static_cast<size_t>(tab.n_cases);
   } else if (LAYOUT == HIPKERN_LIST1_FALLBACK) {
-    if (tab.n_resolve_orbits > 0) return launch_resolved_q<D>(tab, pr, f, out, nq, batch, s);
+    if (tab.n_resolve_orbits > 0) return launch_resolved_q<D>(tab, pr, f, out, nq, s);
     const size_t g = static_cast<size_t>(tab.n_transforms);
     const size_t rest = g * tab.n_cases + 2 * static_cast<size_t>(tab.n_cases) + g;
     const size_t qbytes = g * nq * 2;
@@ -816,7 +823,7 @@ int32_t launch(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr, co
     }
     shmem = (shmem + 7) / 8 * 8;
     bits = hash_bits(tab);
-    lanes = rounded_box_lanes(nq, batch);
+    lanes = rounded_box_lanes(nq, kTargetBatch);
     const int tpb = shmem > 64 * 1024 ? 512 : 256;
     boxes = boxes_per_block(tpb, lanes);
     (void)hipGetLastError();
@@ -832,13 +839,6 @@ int32_t launch(const hipkern_list1_table &tab, const hipkern_list1_pairs &pr, co
   return static_cast<int32_t>(hipGetLastError());
 }
 
-// Lanes per target box (the batch above): 32, the fastest measured —
-// faster than one lane in every configuration of benches/RESULTS.md
-// "list1 — 2026-12-03" (H200), 1.4× (2D q = 4 fallback) to 29× (3D q = 4
-// dense 71.5 against 2.43 ms; 3D q = 3 uniform dense 11.56 against 0.452).
-// One kLaneGroup: no box straddles two lane groups.
-constexpr int kTargetBatch = 32;
-static_assert(kTargetBatch == kLaneGroup, "a box's lanes are one lane group");
 
 }  // namespace
 
@@ -858,18 +858,17 @@ int32_t hipkern_list1_evaluate(const hipkern_list1_table *table, const hipkern_l
   HIPKERN_ON_STREAM_DEVICE(on_device, stream);
   hipStream_t s = static_cast<hipStream_t>(stream);
   const int n = static_cast<int>(nq);
-  const int b = kTargetBatch;
   if (t.dim == 2) {
     switch (t.layout) {
-      case HIPKERN_LIST1_DENSE: return launch<2, HIPKERN_LIST1_DENSE>(t, p, source_values, out, n, b, s);
-      case HIPKERN_LIST1_ORBIT: return launch<2, HIPKERN_LIST1_ORBIT>(t, p, source_values, out, n, b, s);
-      default: return launch<2, HIPKERN_LIST1_FALLBACK>(t, p, source_values, out, n, b, s);
+      case HIPKERN_LIST1_DENSE: return launch<2, HIPKERN_LIST1_DENSE>(t, p, source_values, out, n, s);
+      case HIPKERN_LIST1_ORBIT: return launch<2, HIPKERN_LIST1_ORBIT>(t, p, source_values, out, n, s);
+      default: return launch<2, HIPKERN_LIST1_FALLBACK>(t, p, source_values, out, n, s);
     }
   }
   switch (t.layout) {
-    case HIPKERN_LIST1_DENSE: return launch<3, HIPKERN_LIST1_DENSE>(t, p, source_values, out, n, b, s);
-    case HIPKERN_LIST1_ORBIT: return launch<3, HIPKERN_LIST1_ORBIT>(t, p, source_values, out, n, b, s);
-    default: return launch<3, HIPKERN_LIST1_FALLBACK>(t, p, source_values, out, n, b, s);
+    case HIPKERN_LIST1_DENSE: return launch<3, HIPKERN_LIST1_DENSE>(t, p, source_values, out, n, s);
+    case HIPKERN_LIST1_ORBIT: return launch<3, HIPKERN_LIST1_ORBIT>(t, p, source_values, out, n, s);
+    default: return launch<3, HIPKERN_LIST1_FALLBACK>(t, p, source_values, out, n, s);
   }
 }
 

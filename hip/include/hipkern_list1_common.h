@@ -393,7 +393,7 @@ static_assert(boxes_per_block(256, 32) == 8 && boxes_per_block(512, 27) == 18 &&
 // Warp 32 (NVIDIA, RDNA): no box is ever split between two warps it shares.
 constexpr bool packed_align_32(int nq) {
   return packed_boxes_align(box_lanes(nq), 256, 32) && packed_boxes_align(box_lanes(nq), 512, 32) &&
-         packed_boxes_align(rounded_box_lanes(nq, 1024), 256, 32);
+         packed_boxes_align(rounded_box_lanes(nq, kLaneGroup), 256, 32);
 }
 static_assert(packed_align_32(1) && packed_align_32(4) && packed_align_32(8) &&
                   packed_align_32(9) && packed_align_32(16) && packed_align_32(27) &&
@@ -408,7 +408,7 @@ static_assert(packed_align_32(1) && packed_align_32(4) && packed_align_32(8) &&
 // divergence there.
 constexpr bool packed_align_64(int nq) {
   return packed_boxes_align(box_lanes(nq), 256, 64) && packed_boxes_align(box_lanes(nq), 512, 64) &&
-         packed_boxes_align(rounded_box_lanes(nq, 1024), 256, 64);
+         packed_boxes_align(rounded_box_lanes(nq, kLaneGroup), 256, 64);
 }
 static_assert(packed_align_64(1) && packed_align_64(4) && packed_align_64(8) &&
                   packed_align_64(9) && packed_align_64(16) && packed_align_64(27) &&
