@@ -6,6 +6,7 @@
  * declaration.
  */
 #include "hipkern.h"
+#include "hipkern_list1_widths.h"
 
 #define NT return HIPKERN_ERROR_NO_TOOLCHAIN
 
@@ -169,9 +170,9 @@ int32_t hipkern_list1_tiled_tensor_cores(int32_t *available) {
 int32_t hipkern_list1_tile_targets(int32_t kernel, int32_t *targets_per_tile) {
   int32_t b = 0;
   switch (kernel) {
-    case HIPKERN_LIST1_TILED: b = 64; break;
-    case HIPKERN_LIST1_STAGED: b = 32; break;
-    case HIPKERN_LIST1_TILED_FMA: b = 32; break;
+    case HIPKERN_LIST1_TILED: b = HIPKERN_L1_TILED_TARGETS; break;
+    case HIPKERN_LIST1_STAGED: b = HIPKERN_L1_STAGED_TARGETS; break;
+    case HIPKERN_LIST1_TILED_FMA: b = HIPKERN_L1_FMA_TARGETS; break;
     default: break;
   }
   if (b == 0 || !targets_per_tile) return HIPKERN_ERROR_INVALID_ARGUMENT;

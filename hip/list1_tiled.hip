@@ -64,6 +64,7 @@
 // not the CPU evaluator's bits (list order, unfused).
 #include "hipkern_list1_common.h"
 #include "hipkern_list1_tiled.h"
+#include "hipkern_list1_widths.h"
 
 namespace {
 
@@ -79,9 +80,10 @@ namespace {
 //   list1_tiled_fma_kernel 32: the fastest or within ~30 % of it in the
 //     H200 run of 2f9109f, and it keeps the block's case matrix, source
 //     rows and slots within the 64 KB of LDS an AMD block gets at q^d = 64.
-constexpr int kTiledTargets = 64;
-constexpr int kStagedTargets = 32;
-constexpr int kFmaTargets = 32;
+// (The values: hipkern_list1_widths.h, shared with the cpu stub.)
+constexpr int kTiledTargets = HIPKERN_L1_TILED_TARGETS;
+constexpr int kStagedTargets = HIPKERN_L1_STAGED_TARGETS;
+constexpr int kFmaTargets = HIPKERN_L1_FMA_TARGETS;
 static_assert(kFmaTargets % kLaneGroup == 0, "the FMA kernel's width is whole lane groups");
 
 // The width of kernel `kernel` (hipkern_list1_tiled_kernel), 0 for none.
