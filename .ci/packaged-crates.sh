@@ -29,6 +29,16 @@ crates="$CARGO_TARGET_DIR/package"
 scratch="$CARGO_TARGET_DIR/packaged"
 
 if [ $publish = 1 ]; then
+  # The verification unpacks the workspace's .crate files into an overlay
+  # registry under CARGO_HOME (folders named "-<hash>") and builds them as
+  # registry crates, which cargo takes as immutable: an unpacked
+  # hipkern-sys of the same version from an earlier run, or its compiled
+  # library in the target folder, is reused even when the package changed,
+  # and a stale C ABI then fails the build. Remove both.
+  rm -rf "${CARGO_HOME:-$HOME/.cargo}"/registry/src/-*/hipkern-*
+  for d in "$CARGO_TARGET_DIR"/debug "$CARGO_TARGET_DIR"/package; do
+    rm -rf "$d"/.fingerprint/hipkern-* "$d"/build/hipkern-* "$d"/deps/libhipkern*
+  done
   echo "--- cargo publish --dry-run --workspace (hipkern-sys and hipkern $version)"
   HIPKERN_PLATFORM=cpu cargo publish --dry-run --workspace "${dirty[@]}"
   # The same .crate files where `cargo package` puts them (verified above).
