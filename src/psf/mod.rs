@@ -141,6 +141,9 @@
 //!   owner-computes tiles with bounded scratch ([`ScratchLimits`]) and the
 //!   per-chunk [`AdaptiveThresholds`] selection; [`binning`]: what the tile
 //!   lists are, and the host binning path.
+//! - [`SinkHub`], [`Producer`]: many threads feeding one sink, each
+//!   through its own producer, with bounded memory ([`HubLimits`]) and, on
+//!   request, a reproducible order of chunks ([`ChunkOrder::Sequence`]).
 pub mod binning;
 mod cache;
 mod device;
@@ -149,6 +152,7 @@ pub mod fixtures;
 mod image;
 mod model;
 mod output;
+mod producers;
 mod reference;
 pub mod sky;
 pub mod support;
@@ -174,6 +178,9 @@ pub use output::{
 pub use output::{write_fits, write_fits_new};
 #[cfg(feature = "png")]
 pub use output::{write_png, write_png_to, PngError};
+pub use producers::{
+    ChunkOrder, ChunkSink, HubLimits, HubStats, Producer, ProducerStats, SinkHub, SinkHubBuilder,
+};
 pub use reference::{
     count_contributions, event_contributions, render_direct, CpuSink, DirectStats, SinkStats,
     MAX_DIRECT_SUPPORT, ROW_BLOCK,

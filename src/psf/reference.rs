@@ -292,10 +292,7 @@ impl CpuSink {
         for (c, chunk) in events.chunks(CHUNK_EVENTS).enumerate() {
             let base = c * CHUNK_EVENTS;
             for (k, e) in chunk.iter().enumerate() {
-                e.validate(base + k)?;
-                if e.support > MAX_DIRECT_SUPPORT {
-                    return Err(direct_refusal(e, base + k));
-                }
+                check_routed(e, base + k)?;
             }
             let (cached, direct): (Vec<StarEvent>, Vec<StarEvent>) = chunk
                 .iter()
@@ -385,11 +382,18 @@ impl CpuSink {
     }
 }
 
-fn direct_refusal(e: &StarEvent, index: usize) -> Error {
-    Error::InvalidInput(format!(
-        "event {index}: support = {:e} px exceeds the direct path's limit {MAX_DIRECT_SUPPORT:e} px",
-        e.support
-    ))
+/// What a routed sink takes (`accumulate_routed`, the producers of
+/// [`super::producers`]): [`StarEvent::validate`], and a support within
+/// the direct path's limit. The error names `index`.
+pub(crate) fn check_routed(e: &StarEvent, index: usize) -> Result<()> {
+    e.validate(index)?;
+    if e.support > MAX_DIRECT_SUPPORT {
+        return Err(Error::InvalidInput(format!(
+            "event {index}: support = {:e} px exceeds the direct path's limit {MAX_DIRECT_SUPPORT:e} px",
+            e.support
+        )));
+    }
+    Ok(())
 }
 
 /// What [`render_direct`] did.
@@ -417,10 +421,7 @@ pub fn render_direct(
 ) -> Result<DirectStats> {
     psf.validate()?;
     for (k, e) in events.iter().enumerate() {
-        e.validate(k)?;
-        if e.support > MAX_DIRECT_SUPPORT {
-            return Err(direct_refusal(e, k));
-        }
+        check_routed(e, k)?;
     }
     let (width, height) = (image.width(), image.height());
     let mut st = DirectStats::default();

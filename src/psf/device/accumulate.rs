@@ -7,7 +7,7 @@ use super::{DeviceSink, ScratchUsage, SinkTimings};
 use crate::host_memory::filled_vec;
 use crate::psf::event::StarEvent;
 use crate::psf::image::HdrImage;
-use crate::psf::reference::{render_direct, SinkStats, MAX_DIRECT_SUPPORT};
+use crate::psf::reference::{check_routed, render_direct, SinkStats};
 use crate::psf::support::{anchor_phase, support_box};
 use crate::psf::{PsfCache, CACHE_RADIUS, CHUNK_EVENTS};
 use crate::runtime::{Error, Result};
@@ -23,13 +23,6 @@ fn cache_refusal(e: &StarEvent, index: usize) -> Error {
         e.x,
         e.y,
         support_box(fx, fy, e.support)
-    ))
-}
-
-fn direct_refusal(e: &StarEvent, index: usize) -> Error {
-    Error::InvalidInput(format!(
-        "event {index}: support = {:e} px exceeds the direct path's limit {MAX_DIRECT_SUPPORT:e} px",
-        e.support
     ))
 }
 
@@ -72,14 +65,11 @@ impl DeviceSink {
     /// with [`render_direct`] on the host (in order), and uploads it again.
     /// The order of [`CpuSink::accumulate_routed`](crate::psf::CpuSink::accumulate_routed).
     /// Every event of the call is validated first (fields, and a support of
-    /// at most [`MAX_DIRECT_SUPPORT`]); a bad one is the error, naming its
+    /// at most [`MAX_DIRECT_SUPPORT`](crate::psf::MAX_DIRECT_SUPPORT)); a bad one is the error, naming its
     /// index, and nothing is accumulated. Returns how many went directly.
     pub fn accumulate_routed(&mut self, events: &[StarEvent]) -> Result<usize> {
         for (i, e) in events.iter().enumerate() {
-            e.validate(i)?;
-            if e.support > MAX_DIRECT_SUPPORT {
-                return Err(direct_refusal(e, i));
-            }
+            check_routed(e, i)?;
         }
         let _scope = self.device.enter()?;
         let mut n_direct = 0;
