@@ -168,7 +168,17 @@ fn main() {
     );
     println!(
         "{:>7} {:>3} | {:>9} {:>7} {:>6} | {:>7} {:>7} {:>7} | {:>7} {:>7} {:>8} | check",
-        "sink", "thr", "wall", "Mev/s", "vs 1", "gen", "push", "bufwait", "sinkbusy", "idle", "dev ms"
+        "sink",
+        "thr",
+        "wall",
+        "Mev/s",
+        "vs 1",
+        "gen",
+        "push",
+        "bufwait",
+        "sinkbusy",
+        "idle",
+        "dev ms"
     );
     let device = Device::new(0).ok();
     if let Some(d) = &device {

@@ -24,6 +24,7 @@ const char *hipkern_error_name(int32_t s) {
     case HIPKERN_ERROR_NO_TOOLCHAIN: return "HIPKERN_ERROR_NO_TOOLCHAIN";
     case HIPKERN_ERROR_OVERFLOW: return "HIPKERN_ERROR_OVERFLOW";
     case HIPKERN_ERROR_INVALID_INDEX: return "HIPKERN_ERROR_INVALID_INDEX";
+    case HIPKERN_ERROR_HOST_MEMORY: return "HIPKERN_ERROR_HOST_MEMORY";
     default: return "HIPKERN_ERROR_UNKNOWN";
   }
 }
@@ -35,6 +36,7 @@ const char *hipkern_error_string(int32_t s) {
     case HIPKERN_ERROR_NO_TOOLCHAIN: return "hipkern was built for the cpu platform, without device code";
     case HIPKERN_ERROR_OVERFLOW: return "a size computation would overflow";
     case HIPKERN_ERROR_INVALID_INDEX: return "an index is out of range";
+    case HIPKERN_ERROR_HOST_MEMORY: return "a host allocation failed";
     default: return "unknown status (the cpu build has no device runtime)";
   }
 }
@@ -179,3 +181,28 @@ int32_t hipkern_list1_tile_targets(int32_t kernel, int32_t *targets_per_tile) {
   *targets_per_tile = b;
   return HIPKERN_SUCCESS;
 }
+
+int32_t hipkern_psf_hub_create(const hipkern_psf_hub_config *c, hipkern_psf_hub **h) {
+  (void)c;
+  if (h) *h = 0;
+  NT;
+}
+int32_t hipkern_psf_producer_create(hipkern_psf_hub *h, hipkern_psf_producer **p) {
+  (void)h;
+  if (p) *p = 0;
+  NT;
+}
+int32_t hipkern_psf_producer_push(hipkern_psf_producer *p, const double *e, int64_t n,
+                                  int64_t *bad) {
+  (void)p, (void)e, (void)n;
+  if (bad) *bad = -1;
+  NT;
+}
+int32_t hipkern_psf_producer_flush(hipkern_psf_producer *p, int64_t *bad) {
+  (void)p;
+  if (bad) *bad = -1;
+  NT;
+}
+int32_t hipkern_psf_producer_destroy(hipkern_psf_producer *p) { return p ? HIPKERN_ERROR_NO_TOOLCHAIN : HIPKERN_SUCCESS; }
+int32_t hipkern_psf_hub_finish(hipkern_psf_hub *h, hipkern_psf_hub_stats *s) { (void)h, (void)s; NT; }
+int32_t hipkern_psf_hub_destroy(hipkern_psf_hub *h) { return h ? HIPKERN_ERROR_NO_TOOLCHAIN : HIPKERN_SUCCESS; }

@@ -46,6 +46,7 @@ static const char *hipkern_own_name(int32_t status) {
     case HIPKERN_ERROR_NO_TOOLCHAIN: return "HIPKERN_ERROR_NO_TOOLCHAIN";
     case HIPKERN_ERROR_OVERFLOW: return "HIPKERN_ERROR_OVERFLOW";
     case HIPKERN_ERROR_INVALID_INDEX: return "HIPKERN_ERROR_INVALID_INDEX";
+    case HIPKERN_ERROR_HOST_MEMORY: return "HIPKERN_ERROR_HOST_MEMORY";
     default: return "HIPKERN_ERROR_UNKNOWN";
   }
 }
@@ -56,6 +57,7 @@ static const char *hipkern_own_string(int32_t status) {
     case HIPKERN_ERROR_NO_TOOLCHAIN: return "hipkern was built without device code";
     case HIPKERN_ERROR_OVERFLOW: return "a size computation would overflow";
     case HIPKERN_ERROR_INVALID_INDEX: return "an index is out of range";
+    case HIPKERN_ERROR_HOST_MEMORY: return "a host allocation failed";
     default: return "unknown hipkern status";
   }
 }

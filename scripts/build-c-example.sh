@@ -121,13 +121,18 @@ for p in "${platforms[@]}"; do
     # shellcheck disable=SC2086
     "${CC:-cc}" -std=c11 -O2 -Wall -Wextra -Werror -ffp-contract=off \
       "$ROOT/examples/c/hipkern_example.c" -o "$dir/example-pkgconfig/hipkern_example" $flags -lm
-    echo "built $dir/example-cmake/hipkern_example and $dir/example-pkgconfig/hipkern_example ($p)"
+    # shellcheck disable=SC2086
+    "${CC:-cc}" -std=c11 -O2 -fopenmp -Wall -Wextra -Werror -ffp-contract=off \
+      "$ROOT/examples/c/psf_producers.c" -o "$dir/example-pkgconfig/psf_producers" $flags -lm
+    echo "built hipkern_example and psf_producers in $dir/example-cmake and $dir/example-pkgconfig ($p)"
     if [ $run = 1 ]; then
-      echo "=== $p: run (CMake consumer)"
-      "$dir/example-cmake/hipkern_example" "${HIPKERN_EXAMPLE_ARGS[@]}"
-      echo "=== $p: run (pkg-config consumer)"
-      LD_LIBRARY_PATH="$dir/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
-        "$dir/example-pkgconfig/hipkern_example" "${HIPKERN_EXAMPLE_ARGS[@]}"
+      for prog in hipkern_example psf_producers; do
+        echo "=== $p: run $prog (CMake consumer)"
+        "$dir/example-cmake/$prog" "${HIPKERN_EXAMPLE_ARGS[@]}"
+        echo "=== $p: run $prog (pkg-config consumer)"
+        LD_LIBRARY_PATH="$dir/prefix/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+          "$dir/example-pkgconfig/$prog" "${HIPKERN_EXAMPLE_ARGS[@]}"
+      done
     fi
   )
 done

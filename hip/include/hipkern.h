@@ -63,6 +63,8 @@ extern "C" {
 #define HIPKERN_ERROR_OVERFLOW (-3)
 /** An index array holds a value out of range; the call's report says where. */
 #define HIPKERN_ERROR_INVALID_INDEX (-4)
+/** A host allocation failed (the machine has not the memory asked for). */
+#define HIPKERN_ERROR_HOST_MEMORY (-5)
 
 /* ---- platform, version, errors ----------------------------------------- */
 /** HIPKERN_ABI_VERSION of the built library. */
@@ -438,6 +440,101 @@ int32_t hipkern_psf_tile_accumulate(const double *stamps, int32_t phases, double
  */
 int32_t hipkern_psf_count(const double *events, int64_t n_events, int32_t width, int32_t height,
                           uint64_t *counters, const uint64_t *report, void *stream);
+
+/* ---- PSF producers (docs/design/psf.md#producers) ----------------------- */
+/*
+ * Many threads feeding the atomic splat (a C/OpenMP renderer: one producer
+ * per thread). A hub owns a fixed set of page-locked chunk buffers, all
+ * allocated by hipkern_psf_hub_create, and one worker thread that applies
+ * chunks in arrival order on the configured stream: upload, splat
+ * (hipkern_psf_splat_atomic), read the device's verdict, synchronize. A
+ * producer checks its events and copies them into its own buffer with no
+ * lock; a full buffer goes to the hub's queue and the producer takes a free
+ * one, waiting (never allocating) when none is free.
+ *
+ * Errors reach the producer whose events caused them. push refuses, all or
+ * none, a call holding an event with a field not finite, flux or a colour
+ * negative or support not positive: it returns
+ * HIPKERN_ERROR_INVALID_ARGUMENT with *bad_event = that event's number
+ * among all the producer's pushed events (0, 1, ...). An event whose
+ * support does not fit the stamps (the device's own check,
+ * hipkern_psf_splat_atomic) is found when its chunk is applied: that
+ * event alone is left out, and the producer's next push, flush or destroy
+ * returns HIPKERN_ERROR_INVALID_ARGUMENT with its number (taking none of
+ * that push's events: push again). An error of the runtime is returned the
+ * same way (*bad_event = -1); the hub then applies no later chunk and
+ * hipkern_psf_hub_finish returns it.
+ *
+ * The image is the sum of every accepted event's contributions in an order
+ * that varies from run to run (float64 atomics); the Rust SinkHub adds the
+ * tile modes and a reproducible sequence order. One producer is used by
+ * one thread at a time; different producers, and the hub's create and
+ * finish, may run on different threads at once.
+ */
+typedef struct hipkern_psf_hub hipkern_psf_hub;
+typedef struct hipkern_psf_producer hipkern_psf_producer;
+
+/** What a hub splats into: the caller's memory and stream, alive until it is destroyed. */
+typedef struct hipkern_psf_hub_config {
+  /** The phase cache (device), as hipkern_psf_splat_atomic reads it. */
+  const double *stamps;
+  int32_t phases;
+  /** height x width x 3 float64 (device), added to. */
+  double *image;
+  int32_t width;
+  int32_t height;
+  /** Events per chunk, 1 .. HIPKERN_PSF_MAX_CHUNK_EVENTS. */
+  int64_t chunk_events;
+  /** Chunk buffers, 2 .. 1024 (chunk_events x 56 bytes each, page-locked). */
+  int32_t buffers;
+  /** The stream every upload and splat runs on (NULL: the default stream). */
+  void *stream;
+} hipkern_psf_hub_config;
+
+/** What a hub did, and where its time went (seconds, host clock). */
+typedef struct hipkern_psf_hub_stats {
+  int64_t chunks;
+  int64_t events;
+  /** Events left out: refused by the device, or after a runtime error. */
+  int64_t refused_events;
+  /** Times a producer found no free buffer. */
+  int64_t buffer_waits;
+  int64_t max_queued;
+  /** Producers' time waiting for a buffer, summed. */
+  double buffer_wait_s;
+  /** The worker's time applying chunks (uploads, splats, verdicts), and waiting for one. */
+  double sink_busy_s;
+  double sink_idle_s;
+} hipkern_psf_hub_stats;
+
+/** A hub over `config` (checked: pointers, phases 1..=1024, sizes >= 1, the limits above). */
+int32_t hipkern_psf_hub_create(const hipkern_psf_hub_config *config, hipkern_psf_hub **hub);
+/** A producer of `hub`. */
+int32_t hipkern_psf_producer_create(hipkern_psf_hub *hub, hipkern_psf_producer **producer);
+/**
+ * Adds n_events events (n x 7 float64, host: x, y, flux, r, g, b, support),
+ * all or none (see above). *bad_event (may be NULL) is -1 unless an event
+ * is named.
+ */
+int32_t hipkern_psf_producer_push(hipkern_psf_producer *producer, const double *events,
+                                  int64_t n_events, int64_t *bad_event);
+/**
+ * Hands over the events the producer holds, waits until the worker has
+ * applied every chunk of this producer, and returns its first unread
+ * refusal (as push does).
+ */
+int32_t hipkern_psf_producer_flush(hipkern_psf_producer *producer, int64_t *bad_event);
+/** Flushes and frees the producer; returns its first unread refusal. NULL is a no-op. */
+int32_t hipkern_psf_producer_destroy(hipkern_psf_producer *producer);
+/**
+ * Waits until every queued chunk is applied (the image is then complete on
+ * the stream, which is synchronized) and fills *stats (may be NULL).
+ * HIPKERN_ERROR_INVALID_ARGUMENT, changing nothing, while a producer of the
+ * hub is alive; else the first runtime error any chunk met, or success.
+ */
+int32_t hipkern_psf_hub_finish(hipkern_psf_hub *hub, hipkern_psf_hub_stats *stats);
+/** Applies what is queued, stops the worker, frees the hub (refused while producers live). */
+int32_t hipkern_psf_hub_destroy(hipkern_psf_hub *hub);
 
 /* ---- List 1 near-field evaluator (docs/design/list1.md) ------------------ */
 /** Most transforms a descriptor fallback has (the 48 signed permutations of 3 axes). */

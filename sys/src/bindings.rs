@@ -6,6 +6,7 @@ pub const HIPKERN_ERROR_INVALID_ARGUMENT: i32 = -1;
 pub const HIPKERN_ERROR_NO_TOOLCHAIN: i32 = -2;
 pub const HIPKERN_ERROR_OVERFLOW: i32 = -3;
 pub const HIPKERN_ERROR_INVALID_INDEX: i32 = -4;
+pub const HIPKERN_ERROR_HOST_MEMORY: i32 = -5;
 pub const HIPKERN_PSF_CACHE_RADIUS: u32 = 47;
 pub const HIPKERN_PSF_STAMP_SIDE: u32 = 95;
 pub const HIPKERN_PSF_EVENT_FIELDS: u32 = 7;
@@ -537,6 +538,140 @@ unsafe extern "C" {
         report: *const u64,
         stream: *mut ::core::ffi::c_void,
     ) -> i32;
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_psf_hub {
+    _unused: [u8; 0],
+}
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_psf_producer {
+    _unused: [u8; 0],
+}
+#[doc = " What a hub splats into: the caller's memory and stream, alive until it is destroyed."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_psf_hub_config {
+    #[doc = " The phase cache (device), as hipkern_psf_splat_atomic reads it."]
+    pub stamps: *const f64,
+    pub phases: i32,
+    #[doc = " height x width x 3 float64 (device), added to."]
+    pub image: *mut f64,
+    pub width: i32,
+    pub height: i32,
+    #[doc = " Events per chunk, 1 .. HIPKERN_PSF_MAX_CHUNK_EVENTS."]
+    pub chunk_events: i64,
+    #[doc = " Chunk buffers, 2 .. 1024 (chunk_events x 56 bytes each, page-locked)."]
+    pub buffers: i32,
+    #[doc = " The stream every upload and splat runs on (NULL: the default stream)."]
+    pub stream: *mut ::core::ffi::c_void,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_psf_hub_config"][::core::mem::size_of::<hipkern_psf_hub_config>() - 56usize];
+    ["Alignment of hipkern_psf_hub_config"]
+        [::core::mem::align_of::<hipkern_psf_hub_config>() - 8usize];
+    ["Offset of field: hipkern_psf_hub_config::stamps"]
+        [::core::mem::offset_of!(hipkern_psf_hub_config, stamps) - 0usize];
+    ["Offset of field: hipkern_psf_hub_config::phases"]
+        [::core::mem::offset_of!(hipkern_psf_hub_config, phases) - 8usize];
+    ["Offset of field: hipkern_psf_hub_config::image"]
+        [::core::mem::offset_of!(hipkern_psf_hub_config, image) - 16usize];
+    ["Offset of field: hipkern_psf_hub_config::width"]
+        [::core::mem::offset_of!(hipkern_psf_hub_config, width) - 24usize];
+    ["Offset of field: hipkern_psf_hub_config::height"]
+        [::core::mem::offset_of!(hipkern_psf_hub_config, height) - 28usize];
+    ["Offset of field: hipkern_psf_hub_config::chunk_events"]
+        [::core::mem::offset_of!(hipkern_psf_hub_config, chunk_events) - 32usize];
+    ["Offset of field: hipkern_psf_hub_config::buffers"]
+        [::core::mem::offset_of!(hipkern_psf_hub_config, buffers) - 40usize];
+    ["Offset of field: hipkern_psf_hub_config::stream"]
+        [::core::mem::offset_of!(hipkern_psf_hub_config, stream) - 48usize];
+};
+#[doc = " What a hub did, and where its time went (seconds, host clock)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_psf_hub_stats {
+    pub chunks: i64,
+    pub events: i64,
+    #[doc = " Events left out: refused by the device, or after a runtime error."]
+    pub refused_events: i64,
+    #[doc = " Times a producer found no free buffer."]
+    pub buffer_waits: i64,
+    pub max_queued: i64,
+    #[doc = " Producers' time waiting for a buffer, summed."]
+    pub buffer_wait_s: f64,
+    #[doc = " The worker's time applying chunks (uploads, splats, verdicts), and waiting for one."]
+    pub sink_busy_s: f64,
+    pub sink_idle_s: f64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_psf_hub_stats"][::core::mem::size_of::<hipkern_psf_hub_stats>() - 64usize];
+    ["Alignment of hipkern_psf_hub_stats"]
+        [::core::mem::align_of::<hipkern_psf_hub_stats>() - 8usize];
+    ["Offset of field: hipkern_psf_hub_stats::chunks"]
+        [::core::mem::offset_of!(hipkern_psf_hub_stats, chunks) - 0usize];
+    ["Offset of field: hipkern_psf_hub_stats::events"]
+        [::core::mem::offset_of!(hipkern_psf_hub_stats, events) - 8usize];
+    ["Offset of field: hipkern_psf_hub_stats::refused_events"]
+        [::core::mem::offset_of!(hipkern_psf_hub_stats, refused_events) - 16usize];
+    ["Offset of field: hipkern_psf_hub_stats::buffer_waits"]
+        [::core::mem::offset_of!(hipkern_psf_hub_stats, buffer_waits) - 24usize];
+    ["Offset of field: hipkern_psf_hub_stats::max_queued"]
+        [::core::mem::offset_of!(hipkern_psf_hub_stats, max_queued) - 32usize];
+    ["Offset of field: hipkern_psf_hub_stats::buffer_wait_s"]
+        [::core::mem::offset_of!(hipkern_psf_hub_stats, buffer_wait_s) - 40usize];
+    ["Offset of field: hipkern_psf_hub_stats::sink_busy_s"]
+        [::core::mem::offset_of!(hipkern_psf_hub_stats, sink_busy_s) - 48usize];
+    ["Offset of field: hipkern_psf_hub_stats::sink_idle_s"]
+        [::core::mem::offset_of!(hipkern_psf_hub_stats, sink_idle_s) - 56usize];
+};
+unsafe extern "C" {
+    #[doc = " A hub over `config` (checked: pointers, phases 1..=1024, sizes >= 1, the limits above)."]
+    pub fn hipkern_psf_hub_create(
+        config: *const hipkern_psf_hub_config,
+        hub: *mut *mut hipkern_psf_hub,
+    ) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " A producer of `hub`."]
+    pub fn hipkern_psf_producer_create(
+        hub: *mut hipkern_psf_hub,
+        producer: *mut *mut hipkern_psf_producer,
+    ) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " Adds n_events events (n x 7 float64, host: x, y, flux, r, g, b, support),\n all or none (see above). *bad_event (may be NULL) is -1 unless an event\n is named."]
+    pub fn hipkern_psf_producer_push(
+        producer: *mut hipkern_psf_producer,
+        events: *const f64,
+        n_events: i64,
+        bad_event: *mut i64,
+    ) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " Hands over the events the producer holds, waits until the worker has\n applied every chunk of this producer, and returns its first unread\n refusal (as push does)."]
+    pub fn hipkern_psf_producer_flush(
+        producer: *mut hipkern_psf_producer,
+        bad_event: *mut i64,
+    ) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " Flushes and frees the producer; returns its first unread refusal. NULL is a no-op."]
+    pub fn hipkern_psf_producer_destroy(producer: *mut hipkern_psf_producer) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " Waits until every queued chunk is applied (the image is then complete on\n the stream, which is synchronized) and fills *stats (may be NULL).\n HIPKERN_ERROR_INVALID_ARGUMENT, changing nothing, while a producer of the\n hub is alive; else the first runtime error any chunk met, or success."]
+    pub fn hipkern_psf_hub_finish(
+        hub: *mut hipkern_psf_hub,
+        stats: *mut hipkern_psf_hub_stats,
+    ) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " Applies what is queued, stops the worker, frees the hub (refused while producers live)."]
+    pub fn hipkern_psf_hub_destroy(hub: *mut hipkern_psf_hub) -> i32;
 }
 #[doc = " Every entry: values[table * n_rows + (case * nq + s) * nq + t]."]
 pub const HIPKERN_LIST1_DENSE: hipkern_list1_layout = 0;
