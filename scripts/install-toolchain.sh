@@ -3,7 +3,7 @@
 # host's own compilers (the only system-wide change is Debian packages
 # through apt: mmdebstrap, libclang).
 #
-#   scripts/install-toolchain.sh [--cuda] [--rocm] [--rocm7] [--bindgen]
+#   scripts/install-toolchain.sh [--cuda] [--rocm] [--rocm7] [--bindgen] [--mpi]
 #                                (default: --cuda --rocm --bindgen)
 #
 # Idempotent: each part checks for its own stamp file and skips when present.
@@ -22,11 +22,13 @@
 #   --rocm7    ROCm 7.2's (hipcc 7.2.4, clang 22, libamdhip64.so.7) from
 #              Debian experimental, likewise.
 #   --bindgen  libclang for the `bindgen` feature.
+#   --mpi      OpenMPI (apt: openmpi-bin, libopenmpi-dev) and libclang, for
+#              the MPI examples (examples/mpi, rsmpi).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TC="$ROOT/.toolchain"
-want_cuda=0 want_rocm=0 want_rocm7=0 want_bindgen=0
+want_cuda=0 want_rocm=0 want_rocm7=0 want_bindgen=0 want_mpi=0
 if [ $# -eq 0 ]; then want_cuda=1 want_rocm=1 want_bindgen=1; fi
 for a in "$@"; do
   case "$a" in
@@ -34,8 +36,9 @@ for a in "$@"; do
     --rocm) want_rocm=1 ;;
     --rocm7) want_rocm7=1 ;;
     --bindgen) want_bindgen=1 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
-    *) echo "install-toolchain: unknown option '$a' (expected --cuda, --rocm, --rocm7, --bindgen)" >&2; exit 2 ;;
+    --mpi) want_mpi=1 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    *) echo "install-toolchain: unknown option '$a' (expected --cuda, --rocm, --rocm7, --bindgen, --mpi)" >&2; exit 2 ;;
   esac
 done
 
@@ -114,8 +117,12 @@ if [ $want_rocm = 1 ] || [ $want_rocm7 = 1 ]; then
   if [ $want_rocm7 = 1 ]; then make_rocm_root 7.2 "$mirror"; fi
 fi
 
-if [ $want_bindgen = 1 ]; then
+if [ $want_bindgen = 1 ] || [ $want_mpi = 1 ]; then
   apt_install libclang-19-dev
+fi
+
+if [ $want_mpi = 1 ]; then
+  apt_install openmpi-bin libopenmpi-dev
 fi
 
 cat >"$TC/env-nvidia.sh" <<EOF
