@@ -48,7 +48,11 @@ struct Refusal {
 bool event_ok(const double *e) {
   for (int64_t f = 0; f < kFields; ++f)
     if (!std::isfinite(e[f])) return false;
-  return e[2] >= 0 && e[3] >= 0 && e[4] >= 0 && e[5] >= 0 && e[6] > 0;
+  // A support of 48 px or more reaches offsets beyond the stamps' ±47 at
+  // every phase; between 47 and 48 the phase decides, and the device's own
+  // check does (each such refusal costs a pass over its chunk).
+  return e[2] >= 0 && e[3] >= 0 && e[4] >= 0 && e[5] >= 0 && e[6] > 0 &&
+         e[6] < HIPKERN_PSF_CACHE_RADIUS + 1.0;
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t) {
@@ -66,6 +70,7 @@ struct hipkern_psf_producer {
   // `failed` lets push see them without taking the lock.
   std::mutex mutex;
   std::deque<Refusal> refusals;
+  int32_t lost = HIPKERN_SUCCESS;  // a refusal that could not be recorded
   std::atomic<bool> failed{false};
   int64_t pending = 0;  // chunks handed over, not yet applied (hub's mutex)
 };
@@ -78,7 +83,11 @@ struct hipkern_psf_hub {
   double **free = nullptr;           // free buffers (a stack of `n_free`)
   int32_t n_free = 0;
   double **all = nullptr;  // every buffer, for destroy
-  std::deque<Chunk> queue;
+  // Chunks handed over, a ring of `buffers` slots (at most that many
+  // chunks exist), so handing over never allocates.
+  Chunk *ring = nullptr;
+  int32_t head = 0, queued = 0;
+  int32_t device = 0;  // the caller's device at create: the worker's
   int32_t live = 0;
   bool stop = false;
   bool applying = false;
@@ -94,7 +103,13 @@ namespace {
 
 void refuse(hipkern_psf_producer *p, int32_t status, int64_t event) {
   std::lock_guard<std::mutex> lock(p->mutex);
-  p->refusals.push_back({status, event});
+  try {
+    p->refusals.push_back({status, event});
+  } catch (...) {
+    // No memory for the record: the producer still learns that something
+    // was refused.
+    if (p->lost == HIPKERN_SUCCESS) p->lost = HIPKERN_ERROR_HOST_MEMORY;
+  }
   p->failed.store(true, std::memory_order_release);
 }
 
@@ -132,7 +147,10 @@ int64_t apply(hipkern_psf_hub *h, Chunk &c) {
     }
     if (bad == kNoBadEvent) return c.n;
     int64_t k = static_cast<int64_t>(bad);
-    if (k < 0 || k >= c.n) return 0;  // not a verdict this call can give
+    if (k < 0 || k >= c.n) {  // not a verdict this call can give
+      refuse(c.owner, HIPKERN_ERROR_INVALID_ARGUMENT, -1);
+      return 0;
+    }
     // Events after the first removed one shift down: recover the number
     // the producer gave it. Removals come in increasing position, so every
     // earlier removal was before it.
@@ -146,14 +164,18 @@ int64_t apply(hipkern_psf_hub *h, Chunk &c) {
 }
 
 void work(hipkern_psf_hub *h) {
+  // The caller's device at create: entry points given a stream act on its
+  // device anyway; this covers the NULL stream (the device's default).
+  hipkern_set_device(h->device);
   std::unique_lock<std::mutex> lock(h->mutex);
   for (;;) {
     auto idle = std::chrono::steady_clock::now();
-    h->arrived.wait(lock, [h] { return h->stop || !h->queue.empty(); });
+    h->arrived.wait(lock, [h] { return h->stop || h->queued > 0; });
     h->stats.sink_idle_s += seconds_since(idle);
-    if (h->queue.empty()) return;  // stop, and nothing left
-    Chunk c = h->queue.front();
-    h->queue.pop_front();
+    if (h->queued == 0) return;  // stop, and nothing left
+    Chunk c = h->ring[h->head];
+    h->head = (h->head + 1) % h->config.buffers;
+    --h->queued;
     h->applying = true;
     bool failed = h->failed != HIPKERN_SUCCESS;
     int32_t failure = h->failed;
@@ -183,10 +205,11 @@ void hand_over(hipkern_psf_hub *h, hipkern_psf_producer *p) {
   if (p->fill == 0) {
     h->free[h->n_free++] = p->buffer;
   } else {
-    h->queue.push_back({p->buffer, p->fill, p, p->pushed - p->fill});
+    h->ring[(h->head + h->queued) % h->config.buffers] = {p->buffer, p->fill, p,
+                                                          p->pushed - p->fill};
+    ++h->queued;
     ++p->pending;
-    if (static_cast<int64_t>(h->queue.size()) > h->stats.max_queued)
-      h->stats.max_queued = static_cast<int64_t>(h->queue.size());
+    if (h->queued > h->stats.max_queued) h->stats.max_queued = h->queued;
     h->arrived.notify_one();
   }
   p->buffer = nullptr;
@@ -197,10 +220,16 @@ void hand_over(hipkern_psf_hub *h, hipkern_psf_producer *p) {
 int32_t take_refusal(hipkern_psf_producer *p, int64_t *bad_event) {
   if (!p->failed.load(std::memory_order_acquire)) return HIPKERN_SUCCESS;
   std::lock_guard<std::mutex> lock(p->mutex);
-  if (p->refusals.empty()) return HIPKERN_SUCCESS;
+  if (p->refusals.empty()) {
+    int32_t lost = p->lost;
+    p->lost = HIPKERN_SUCCESS;
+    p->failed.store(false, std::memory_order_release);
+    return lost;
+  }
   Refusal r = p->refusals.front();
   p->refusals.pop_front();
-  if (p->refusals.empty()) p->failed.store(false, std::memory_order_release);
+  if (p->refusals.empty() && p->lost == HIPKERN_SUCCESS)
+    p->failed.store(false, std::memory_order_release);
   if (bad_event) *bad_event = r.event;
   return r.status;
 }
@@ -212,6 +241,7 @@ void release(hipkern_psf_hub *h) {
   }
   delete[] h->all;
   delete[] h->free;
+  delete[] h->ring;
   hipkern_free(h->d_events);
   hipkern_free(h->d_report);
   hipkern_free_host(h->h_report);
@@ -220,7 +250,7 @@ void release(hipkern_psf_hub *h) {
 
 }  // namespace
 
-extern "C" int32_t hipkern_psf_hub_create(const hipkern_psf_hub_config *config,
+static int32_t hipkern_psf_hub_create_impl(const hipkern_psf_hub_config *config,
                                           hipkern_psf_hub **hub) {
   if (!config || !hub || !config->stamps || !config->image) return HIPKERN_ERROR_INVALID_ARGUMENT;
   const hipkern_psf_hub_config &c = *config;
@@ -233,12 +263,13 @@ extern "C" int32_t hipkern_psf_hub_create(const hipkern_psf_hub_config *config,
   h->config = c;
   h->all = new (std::nothrow) double *[c.buffers]();
   h->free = new (std::nothrow) double *[c.buffers]();
-  if (!h->all || !h->free) {
+  h->ring = new (std::nothrow) Chunk[c.buffers]();
+  if (!h->all || !h->free || !h->ring) {
     release(h);
     return HIPKERN_ERROR_HOST_MEMORY;
   }
   size_t bytes = static_cast<size_t>(c.chunk_events) * kFields * sizeof(double);
-  int32_t s = HIPKERN_SUCCESS;
+  int32_t s = hipkern_get_device(&h->device);
   for (int32_t k = 0; k < c.buffers && s == HIPKERN_SUCCESS; ++k) {
     void *b = nullptr;
     s = hipkern_malloc_host(&b, bytes);
@@ -266,12 +297,14 @@ extern "C" int32_t hipkern_psf_hub_create(const hipkern_psf_hub_config *config,
   return HIPKERN_SUCCESS;
 }
 
-extern "C" int32_t hipkern_psf_producer_create(hipkern_psf_hub *hub,
+static int32_t hipkern_psf_producer_create_impl(hipkern_psf_hub *hub,
                                                hipkern_psf_producer **producer) {
   if (!hub || !producer) return HIPKERN_ERROR_INVALID_ARGUMENT;
   *producer = nullptr;
   std::lock_guard<std::mutex> lock(hub->mutex);
-  if (hub->stop) return HIPKERN_ERROR_INVALID_ARGUMENT;
+  // Each producer may hold one buffer while idle; one more must stay for
+  // the others, or they could all wait on idle holders.
+  if (hub->stop || hub->live + 1 >= hub->config.buffers) return HIPKERN_ERROR_INVALID_ARGUMENT;
   hipkern_psf_producer *p = new (std::nothrow) hipkern_psf_producer;
   if (!p) return HIPKERN_ERROR_HOST_MEMORY;
   p->hub = hub;
@@ -280,7 +313,7 @@ extern "C" int32_t hipkern_psf_producer_create(hipkern_psf_hub *hub,
   return HIPKERN_SUCCESS;
 }
 
-extern "C" int32_t hipkern_psf_producer_push(hipkern_psf_producer *p, const double *events,
+static int32_t hipkern_psf_producer_push_impl(hipkern_psf_producer *p, const double *events,
                                              int64_t n_events, int64_t *bad_event) {
   if (bad_event) *bad_event = -1;
   if (!p || (n_events > 0 && !events) || n_events < 0) return HIPKERN_ERROR_INVALID_ARGUMENT;
@@ -320,7 +353,7 @@ extern "C" int32_t hipkern_psf_producer_push(hipkern_psf_producer *p, const doub
   return HIPKERN_SUCCESS;
 }
 
-extern "C" int32_t hipkern_psf_producer_flush(hipkern_psf_producer *p, int64_t *bad_event) {
+static int32_t hipkern_psf_producer_flush_impl(hipkern_psf_producer *p, int64_t *bad_event) {
   if (bad_event) *bad_event = -1;
   if (!p) return HIPKERN_ERROR_INVALID_ARGUMENT;
   hipkern_psf_hub *h = p->hub;
@@ -331,7 +364,7 @@ extern "C" int32_t hipkern_psf_producer_flush(hipkern_psf_producer *p, int64_t *
   return take_refusal(p, bad_event);
 }
 
-extern "C" int32_t hipkern_psf_producer_destroy(hipkern_psf_producer *p) {
+static int32_t hipkern_psf_producer_destroy_impl(hipkern_psf_producer *p) {
   if (!p) return HIPKERN_SUCCESS;
   int32_t s = hipkern_psf_producer_flush(p, nullptr);
   // Refusals nobody read: the first decides the status.
@@ -348,16 +381,16 @@ extern "C" int32_t hipkern_psf_producer_destroy(hipkern_psf_producer *p) {
   return s;
 }
 
-extern "C" int32_t hipkern_psf_hub_finish(hipkern_psf_hub *hub, hipkern_psf_hub_stats *stats) {
+static int32_t hipkern_psf_hub_finish_impl(hipkern_psf_hub *hub, hipkern_psf_hub_stats *stats) {
   if (!hub) return HIPKERN_ERROR_INVALID_ARGUMENT;
   std::unique_lock<std::mutex> lock(hub->mutex);
   if (hub->live > 0) return HIPKERN_ERROR_INVALID_ARGUMENT;
-  hub->returned.wait(lock, [hub] { return hub->queue.empty() && !hub->applying; });
+  hub->returned.wait(lock, [hub] { return hub->queued == 0 && !hub->applying; });
   if (stats) *stats = hub->stats;
   return hub->failed;
 }
 
-extern "C" int32_t hipkern_psf_hub_destroy(hipkern_psf_hub *hub) {
+static int32_t hipkern_psf_hub_destroy_impl(hipkern_psf_hub *hub) {
   if (!hub) return HIPKERN_SUCCESS;
   {
     std::lock_guard<std::mutex> lock(hub->mutex);
@@ -368,4 +401,46 @@ extern "C" int32_t hipkern_psf_hub_destroy(hipkern_psf_hub *hub) {
   hub->worker.join();  // applies what is still queued first
   release(hub);
   return HIPKERN_SUCCESS;
+}
+
+// The C entry points: no exception crosses the ABI (an allocation or a
+// system error inside becomes HIPKERN_ERROR_HOST_MEMORY).
+template <typename F>
+static int32_t guarded(F f) {
+  try {
+    return f();
+  } catch (...) {
+    return HIPKERN_ERROR_HOST_MEMORY;
+  }
+}
+
+extern "C" int32_t hipkern_psf_hub_create(const hipkern_psf_hub_config *config,
+                                          hipkern_psf_hub **hub) {
+  return guarded([&] { return hipkern_psf_hub_create_impl(config, hub); });
+}
+
+extern "C" int32_t hipkern_psf_producer_create(hipkern_psf_hub *hub,
+                                               hipkern_psf_producer **producer) {
+  return guarded([&] { return hipkern_psf_producer_create_impl(hub, producer); });
+}
+
+extern "C" int32_t hipkern_psf_producer_push(hipkern_psf_producer *p, const double *events,
+                                             int64_t n_events, int64_t *bad_event) {
+  return guarded([&] { return hipkern_psf_producer_push_impl(p, events, n_events, bad_event); });
+}
+
+extern "C" int32_t hipkern_psf_producer_flush(hipkern_psf_producer *p, int64_t *bad_event) {
+  return guarded([&] { return hipkern_psf_producer_flush_impl(p, bad_event); });
+}
+
+extern "C" int32_t hipkern_psf_producer_destroy(hipkern_psf_producer *p) {
+  return guarded([&] { return hipkern_psf_producer_destroy_impl(p); });
+}
+
+extern "C" int32_t hipkern_psf_hub_finish(hipkern_psf_hub *hub, hipkern_psf_hub_stats *stats) {
+  return guarded([&] { return hipkern_psf_hub_finish_impl(hub, stats); });
+}
+
+extern "C" int32_t hipkern_psf_hub_destroy(hipkern_psf_hub *hub) {
+  return guarded([&] { return hipkern_psf_hub_destroy_impl(hub); });
 }

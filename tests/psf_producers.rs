@@ -146,7 +146,7 @@ fn sequence_order_from_eight_threads_is_bitwise_one_producers_image() {
     let items = items(seed(), 48);
     let limits = HubLimits {
         chunk_events: 700, // items span several chunks
-        buffers: 4,        // fewer than the threads: producers wait
+        buffers: 9,        // one more than the producers: they wait
     };
     let mut one = cpu_hub(ChunkOrder::Sequence, limits);
     feed(&one, &items, 1);
@@ -183,7 +183,7 @@ fn arrival_order_from_many_threads_matches_the_reference() {
             ChunkOrder::Arrival,
             HubLimits {
                 chunk_events: 512,
-                buffers: 3,
+                buffers: threads + 1, // the fewest a hub of `threads` producers takes
             },
         );
         feed(&hub, &items, threads);
@@ -307,6 +307,23 @@ fn a_skipped_number_is_an_error_not_a_hang() {
     }
     let err = err.expect("the producer must be refused, not wait forever");
     assert!(err.contains("item 0 is begun by no producer"), "{err}");
+}
+
+#[test]
+fn a_hub_takes_one_producer_fewer_than_its_buffers() {
+    let hub = cpu_hub(
+        ChunkOrder::Arrival,
+        HubLimits {
+            chunk_events: 8,
+            buffers: 3,
+        },
+    );
+    let (a, b) = (hub.producer().unwrap(), hub.producer().unwrap());
+    let e = hub.producer().unwrap_err().to_string();
+    assert!(e.contains("at most 2 producers"), "{e}");
+    drop(a);
+    let _c = hub.producer().unwrap();
+    drop(b);
 }
 
 #[test]

@@ -15,8 +15,10 @@
  *     its peak (the float64 atomics sum in varying order);
  *   - a bad event (negative flux) pushed by one thread is refused naming
  *     its number among that producer's events, and nothing of it arrives;
- *   - an event too large for the stamps is left out by the device, and the
- *     producer's next call names it; the rest of its chunk is applied;
+ *   - an event far too large for the stamps is refused by push, the whole
+ *     push with it, naming the event; one that only the device finds too
+ *     large (47.6 px at phase 0) is left out, the producer's next call
+ *     names it, and the rest of its chunk is applied;
  *   - the hub's counts: every good event applied, the one too large refused.
  *
  * Usage: psf_producers [--require-device] [out.npy]
@@ -179,11 +181,14 @@ int main(int argc, char **argv) {
   CHECK(hipkern_malloc(&d_image, sizeof(double) * image_values));
   CHECK(hipkern_memset(d_image, 0, sizeof(double) * image_values));
 
-  hipkern_psf_hub_config config = {d_stamps, PHASES, d_image, WIDTH, HEIGHT, 2048, 8, stream};
+  /* Two buffers a thread: one to fill, one in flight (at least threads + 1). */
+  int buffers = 2 * omp_get_max_threads() + 2;
+  if (buffers > 1024) buffers = 1024;
+  hipkern_psf_hub_config config = {d_stamps, PHASES, d_image, WIDTH, HEIGHT, 2048, buffers, stream};
   hipkern_psf_hub *hub = NULL;
   CHECK(hipkern_psf_hub_create(&config, &hub));
 
-  int bad_named = 0, big_named = 0, bad_thread = -1;
+  int bad_named = 0, big_named = 0, huge_named = 0, bad_thread = -1;
   int64_t pushed_total = 0;
 #pragma omp parallel reduction(+ : pushed_total)
   {
@@ -207,7 +212,18 @@ int main(int argc, char **argv) {
         }
         events[3 * F + 2] = keep;
       }
-      if (k == 11) events[7 * F + 6] = 80.0; /* beyond the 47 px stamps */
+      if (k == 11) {
+        /* A support of 80 px cannot fit the 47 px stamps: push refuses it
+           whole. One of 47.6 px at phase 0 does not fit either, but only
+           the device's check says so (at other phases it would). */
+        events[7 * F + 6] = 80.0;
+        int32_t s = hipkern_psf_producer_push(p, events, PER_ITEM, &bad);
+#pragma omp critical
+        huge_named = s == HIPKERN_ERROR_INVALID_ARGUMENT && bad == mine + 7;
+        events[7 * F + 0] = floor(events[7 * F + 0]);
+        events[7 * F + 1] = floor(events[7 * F + 1]);
+        events[7 * F + 6] = 47.6;
+      }
       int32_t s = hipkern_psf_producer_push(p, events, PER_ITEM, &bad);
       CHECK(s);
       mine += PER_ITEM;
@@ -249,7 +265,8 @@ int main(int argc, char **argv) {
   verdict("image from every thread vs the float64 loop", err <= 1e-12 * peak, detail);
   snprintf(detail, sizeof detail, "(thread %d)", bad_thread);
   verdict("a negative flux refused whole, its event named", bad_named, detail);
-  verdict("an event too large for the stamps named by its producer", big_named, "");
+  verdict("a support of 80 px refused by push, the event named", huge_named, "");
+  verdict("a 47.6 px support at phase 0 named by the producer's flush", big_named, "");
   snprintf(detail, sizeof detail, "%lld applied, %lld refused of %lld", (long long)stats.events,
            (long long)stats.refused_events, (long long)pushed_total);
   verdict("the hub's counts", stats.events == pushed_total - 1 && stats.refused_events == 1,

@@ -458,7 +458,8 @@ int32_t hipkern_psf_count(const double *events, int64_t n_events, int32_t width,
  * HIPKERN_ERROR_INVALID_ARGUMENT with *bad_event = that event's number
  * among all the producer's pushed events (0, 1, ...). An event whose
  * support does not fit the stamps (the device's own check,
- * hipkern_psf_splat_atomic) is found when its chunk is applied: that
+ * hipkern_psf_splat_atomic; a support of 48 px or more is refused by push
+ * itself) is found when its chunk is applied: that
  * event alone is left out, and the producer's next push, flush or destroy
  * returns HIPKERN_ERROR_INVALID_ARGUMENT with its number (taking none of
  * that push's events: push again). An error of the runtime is returned the
@@ -485,7 +486,10 @@ typedef struct hipkern_psf_hub_config {
   int32_t height;
   /** Events per chunk, 1 .. HIPKERN_PSF_MAX_CHUNK_EVENTS. */
   int64_t chunk_events;
-  /** Chunk buffers, 2 .. 1024 (chunk_events x 56 bytes each, page-locked). */
+  /**
+   * Chunk buffers, 2 .. 1024 (chunk_events x 56 bytes each, page-locked);
+   * the hub takes at most buffers - 1 producers at once.
+   */
   int32_t buffers;
   /** The stream every upload and splat runs on (NULL: the default stream). */
   void *stream;
@@ -509,7 +513,7 @@ typedef struct hipkern_psf_hub_stats {
 
 /** A hub over `config` (checked: pointers, phases 1..=1024, sizes >= 1, the limits above). */
 int32_t hipkern_psf_hub_create(const hipkern_psf_hub_config *config, hipkern_psf_hub **hub);
-/** A producer of `hub`. */
+/** A producer of `hub` (HIPKERN_ERROR_INVALID_ARGUMENT beyond buffers - 1 live ones). */
 int32_t hipkern_psf_producer_create(hipkern_psf_hub *hub, hipkern_psf_producer **producer);
 /**
  * Adds n_events events (n x 7 float64, host: x, y, flux, r, g, b, support),

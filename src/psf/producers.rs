@@ -82,7 +82,8 @@ pub struct HubLimits {
     pub chunk_events: usize,
     /// Chunk buffers, at least 2, allocated when the hub is made
     /// (`buffers × chunk_events × 56` bytes): one per producer while it
-    /// fills it, the rest queued for the sink. Default 32 (29 MiB at the
+    /// fills it, the rest queued for the sink; a hub takes at most
+    /// `buffers − 1` producers at once. Default 32 (29 MiB at the
     /// default chunk): two per thread of a 16-core renderer, so a producer
     /// waits only when the sink falls behind.
     pub buffers: usize,
@@ -323,6 +324,15 @@ impl<S: ChunkSink> SinkHub<S> {
                 "the hub is finished: it makes no more producers".into(),
             ));
         }
+        // Each producer may hold one buffer while it is idle; one more must
+        // stay for the others, or they could all wait on idle holders.
+        if st.live_producers + 1 >= self.shared.limits.buffers {
+            return Err(Error::InvalidInput(format!(
+                "a hub of {} buffers takes at most {} producers at once",
+                self.shared.limits.buffers,
+                self.shared.limits.buffers - 1
+            )));
+        }
         st.live_producers += 1;
         let id = st.next_producer;
         st.next_producer += 1;
@@ -352,7 +362,11 @@ impl<S: ChunkSink> SinkHub<S> {
     /// if any chunk met one (the sink is back either way).
     pub fn finish(&mut self) -> Result<HubStats> {
         if self.sink.is_some() {
-            return Ok(self.stats());
+            let st = self.shared.lock();
+            return match &st.failed {
+                Some(e) => Err(e.clone()),
+                None => Ok(st.stats),
+            };
         }
         let shared = &self.shared;
         let mut st = shared.lock();
@@ -452,7 +466,9 @@ fn peek_ready(st: &State, order: ChunkOrder) -> bool {
 
 /// Sequence order: nothing can be applied, the item the sink needs next is
 /// open in no producer, and every live producer but the caller waits: the
-/// item can never come (a number skipped, or taken out of order).
+/// item can never come (a number skipped, or taken out of order). A live
+/// producer that is not waiting counts as one that may still begin it: a
+/// producer kept alive but idle can hold the others up (drop it).
 fn stuck(st: &State, order: ChunkOrder) -> bool {
     order == ChunkOrder::Sequence
         && !st.applying
@@ -524,7 +540,10 @@ fn consume<S: ChunkSink>(shared: &Shared, mut sink: S) -> S {
             }
             Err(e) => {
                 st.stats.refused_chunks += 1;
-                if st.failed.is_none() {
+                // A scratch refusal of a single event concerns that event
+                // alone; anything else is the machine's, and ends the hub.
+                let fatal = !matches!(e, Error::ScratchExceeded { .. });
+                if fatal && st.failed.is_none() {
                     st.failed = Some(e.clone());
                 }
                 // Its producer's next call returns it (and finish, from
@@ -542,7 +561,17 @@ fn consume<S: ChunkSink>(shared: &Shared, mut sink: S) -> S {
 
 /// Applies a chunk, in halves while the sink refuses it for scratch.
 fn apply<S: ChunkSink>(sink: &mut S, events: &[StarEvent]) -> (Result<()>, u64) {
-    match sink.accumulate_chunk(events) {
+    // A sink that panics must not take the hub's thread (and every waiting
+    // producer) with it: the panic becomes the hub's error.
+    let applied = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        sink.accumulate_chunk(events)
+    }))
+    .unwrap_or_else(|_| {
+        Err(Error::InvalidInput(
+            "the sink panicked while applying a chunk; the hub applies no more".into(),
+        ))
+    });
+    match applied {
         Err(Error::ScratchExceeded {
             accumulated_events, ..
         }) if events.len() > 1 => {
@@ -611,8 +640,10 @@ impl Producer {
         self.push_checked(event)
     }
 
-    /// Adds `events` in order, all or none: each is checked first, and the
-    /// first bad one is the error.
+    /// Adds `events` in order, all or none as far as the events go: each is
+    /// checked first, and the first bad one is the error. (An error of the
+    /// machine, or the hub's end, met while waiting for a buffer mid-call
+    /// leaves the events before it taken.)
     pub fn extend(&mut self, events: &[StarEvent]) -> Result<()> {
         self.check_async_errors()?;
         for (k, e) in events.iter().enumerate() {
@@ -677,7 +708,9 @@ impl Producer {
         self.flush()?;
         let shared = &*self.shared;
         let mut st = shared.lock();
-        while *lock(&self.slot.pending) > 0 && !st.stopped && st.failed.is_none() {
+        // After a failure the hub's thread still refuses (and counts) every
+        // queued chunk, so this wait ends; only a dropped hub leaves chunks.
+        while *lock(&self.slot.pending) > 0 && !st.stopped {
             if stuck(&st, shared.order) {
                 return Err(Error::InvalidInput(format!(
                     "producer {}: its chunks wait for item {}, which no producer has begun",
@@ -689,8 +722,15 @@ impl Producer {
             st = shared.returned.wait(st).unwrap_or_else(|p| p.into_inner());
             st.waiting_producers -= 1;
         }
+        let unapplied = *lock(&self.slot.pending) > 0;
         drop(st);
         self.check_async_errors()?;
+        if unapplied {
+            return Err(Error::InvalidInput(format!(
+                "producer {}: the hub was dropped before its chunks were applied",
+                self.id
+            )));
+        }
         Ok(ProducerStats {
             events: self.pushed,
             buffer_wait: self.wait,

@@ -562,7 +562,7 @@ pub struct hipkern_psf_hub_config {
     pub height: i32,
     #[doc = " Events per chunk, 1 .. HIPKERN_PSF_MAX_CHUNK_EVENTS."]
     pub chunk_events: i64,
-    #[doc = " Chunk buffers, 2 .. 1024 (chunk_events x 56 bytes each, page-locked)."]
+    #[doc = " Chunk buffers, 2 .. 1024 (chunk_events x 56 bytes each, page-locked);\n the hub takes at most buffers - 1 producers at once."]
     pub buffers: i32,
     #[doc = " The stream every upload and splat runs on (NULL: the default stream)."]
     pub stream: *mut ::core::ffi::c_void,
@@ -636,7 +636,7 @@ unsafe extern "C" {
     ) -> i32;
 }
 unsafe extern "C" {
-    #[doc = " A producer of `hub`."]
+    #[doc = " A producer of `hub` (HIPKERN_ERROR_INVALID_ARGUMENT beyond buffers - 1 live ones)."]
     pub fn hipkern_psf_producer_create(
         hub: *mut hipkern_psf_hub,
         producer: *mut *mut hipkern_psf_producer,
