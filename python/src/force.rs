@@ -2,7 +2,7 @@
 //! path on host arrays, and the device path on raw pointers into torch's
 //! own memory, on torch's stream.
 use crate::IntoPy;
-use hipkern::force::{assemble_with_plan, CsrPlan, GhostMapping, VirialSplit};
+use hipkern::force::{assemble_with_plan, CsrPlan, DevicePlan, GhostMapping, VirialSplit};
 use hipkern_sys as sys;
 use numpy::{PyArray1, PyArray2, PyArrayMethods, PyReadonlyArray1, PyReadonlyArray2};
 use pyo3::exceptions::PyValueError;
@@ -112,12 +112,8 @@ fn force_assemble_cpu<'py>(
 
 /// Device bytes of scratch the device plan build needs.
 #[pyfunction]
-fn force_plan_scratch_bytes(n_edges: i64, n_rows: i64) -> PyResult<usize> {
-    let mut bytes = 0usize;
-    // SAFETY: `bytes` is a valid out-pointer.
-    let status = unsafe { sys::hipkern_force_plan_scratch_bytes(n_edges, n_rows, &mut bytes) };
-    check("hipkern_force_plan_scratch_bytes", status)?;
-    Ok(bytes)
+fn force_plan_scratch_bytes(n_edges: usize, n_rows: usize) -> PyResult<usize> {
+    DevicePlan::scratch_bytes(n_edges, n_rows).py()
 }
 
 fn check(call: &'static str, status: i32) -> PyResult<()> {

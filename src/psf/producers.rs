@@ -31,7 +31,7 @@ use super::{CpuSink, DeviceSink, StarEvent, CHUNK_EVENTS};
 use crate::host_memory::reserve_vec;
 use crate::runtime::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -129,8 +129,9 @@ pub struct HubStats {
 struct Slot {
     failed: AtomicBool,
     errors: Mutex<VecDeque<Error>>,
-    /// Chunks handed over and not yet applied (under the hub's lock).
-    pending: Mutex<u64>,
+    /// Chunks handed over and not yet applied (changed under the hub's
+    /// lock; an atomic so that the slot needs no lock of its own for it).
+    pending: AtomicU64,
 }
 
 struct Chunk {
@@ -552,7 +553,7 @@ fn consume<S: ChunkSink>(shared: &Shared, mut sink: S) -> S {
                 chunk.slot.failed.store(true, Ordering::Release);
             }
         }
-        *lock(&chunk.slot.pending) -= 1;
+        chunk.slot.pending.fetch_sub(1, Ordering::AcqRel);
         chunk.events.clear();
         st.free.push(std::mem::take(&mut chunk.events));
         shared.returned.notify_all();
@@ -710,7 +711,7 @@ impl Producer {
         let mut st = shared.lock();
         // After a failure the hub's thread still refuses (and counts) every
         // queued chunk, so this wait ends; only a dropped hub leaves chunks.
-        while *lock(&self.slot.pending) > 0 && !st.stopped {
+        while self.slot.pending.load(Ordering::Acquire) > 0 && !st.stopped {
             if stuck(&st, shared.order) {
                 return Err(Error::InvalidInput(format!(
                     "producer {}: its chunks wait for item {}, which no producer has begun",
@@ -722,7 +723,7 @@ impl Producer {
             st = shared.returned.wait(st).unwrap_or_else(|p| p.into_inner());
             st.waiting_producers -= 1;
         }
-        let unapplied = *lock(&self.slot.pending) > 0;
+        let unapplied = self.slot.pending.load(Ordering::Acquire) > 0;
         drop(st);
         self.check_async_errors()?;
         if unapplied {
@@ -851,7 +852,7 @@ impl Producer {
             }
             None => (0, 0),
         };
-        *lock(&self.slot.pending) += 1;
+        self.slot.pending.fetch_add(1, Ordering::AcqRel);
         let chunk = Chunk {
             events: buffer,
             slot: self.slot.clone(),
