@@ -39,6 +39,11 @@ use crate::nearfield::tree::{BalancedTree, MAX_TREE_LEVEL};
 use crate::runtime::{Error, Result};
 use std::f64::consts::PI;
 
+/// Targets per thread at least when the pairs are classified: below this a
+/// thread's start (~10 µs) costs more than its share (about 25 pairs a
+/// target in 3D, ~10 ns a pair).
+const PAIR_TARGETS_PER_THREAD: usize = 2048;
+
 /// The tables a List 1 evaluation reads.
 #[derive(Clone, Copy, Debug)]
 pub enum List1Tables<'a> {
@@ -200,9 +205,51 @@ impl<'a> List1Boxes<'a> {
             ));
         }
         let cases = Cases::new(d)?;
-        let mut out = Vec::with_capacity(self.source_boxes.len());
-        for (i, &tb) in self.target_boxes.iter().enumerate() {
-            let tb = tb as usize;
+        // Every pair is classified on its own, so the targets are split
+        // among threads; the first refusal in pair order is the one named,
+        // as one thread would name it.
+        let mut out = vec![0u16; self.source_boxes.len()];
+        let threads = std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(nt.div_ceil(PAIR_TARGETS_PER_THREAD))
+            .max(1);
+        let per = nt.div_ceil(threads).max(1);
+        let mut chunks = Vec::with_capacity(threads);
+        let mut rest = out.as_mut_slice();
+        for t in 0..threads {
+            let (a, b) = ((t * per).min(nt), ((t + 1) * per).min(nt));
+            let (mine, tail) = rest.split_at_mut((st[b] - st[a]) as usize);
+            chunks.push((a..b, mine));
+            rest = tail;
+        }
+        let cases = &cases;
+        let results: Vec<Result<()>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = chunks
+                .into_iter()
+                .map(|(range, mine)| scope.spawn(move || self.classify_targets(cases, range, mine)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("a pair-classifying thread panicked"))
+                .collect()
+        });
+        results.into_iter().collect::<Result<()>>()?;
+        Ok(List1Pairs { cases: out })
+    }
+
+    /// The cases of the pairs of targets `targets` into `out` (their pairs,
+    /// in order); the first refusal among them.
+    fn classify_targets(
+        &self,
+        cases: &Cases,
+        targets: std::ops::Range<usize>,
+        out: &mut [u16],
+    ) -> Result<()> {
+        let d = self.dim;
+        let st = self.source_starts;
+        let base = st[targets.start] as usize;
+        for i in targets {
+            let tb = self.target_boxes[i] as usize;
             for j in st[i] as usize..st[i + 1] as usize {
                 let sb = self.source_boxes[j] as usize;
                 let c = cases
@@ -224,10 +271,10 @@ impl<'a> List1Boxes<'a> {
                             }
                         ))
                     })?;
-                out.push(c as u16);
+                out[j - base] = c as u16;
             }
         }
-        Ok(List1Pairs { cases: out })
+        Ok(())
     }
 }
 

@@ -65,14 +65,181 @@ pub(crate) fn lanes_busy(pairs: usize, slots: usize) -> f64 {
 
 const NONE: u32 = u32::MAX;
 
+/// Pairs per thread at least when the tiles' key rows are built: below
+/// this a thread's start costs more than its share.
+const ROWS_PAIRS_PER_THREAD: usize = 1 << 16;
+
+/// The key rows of a run of consecutive tiles, offsets relative to the run.
+#[derive(Default)]
+struct KeyRows {
+    tile_boxes: Vec<Vec<u32>>,
+    tile_key_ends: Vec<u32>,
+    keys: Vec<u32>,
+    key_pairs: Vec<u32>,
+    key_source_slots: Vec<u16>,
+}
+
+/// The key rows of tiles `run` (tile `x`'s boxes `boxes(x)`, in lane
+/// order; `sorted` each target's (key, pair) by key; `t` the tiles'
+/// sources).
+fn key_rows<'o>(
+    run: std::ops::Range<usize>,
+    boxes: impl Fn(usize) -> &'o [usize],
+    sorted: &[(u32, u32)],
+    starts: &[u32],
+    t: &TargetTiling,
+    source: &impl Fn(usize) -> u32,
+) -> KeyRows {
+    let b = t.targets_per_tile;
+    let mut out = KeyRows::default();
+    // (lane, pair) of one tile by key, lanes ascending within a key and a
+    // lane's pairs in list order (each target's pairs are sorted by key,
+    // stably): a counting sort over the tile's distinct keys. Each key's
+    // rows are then its largest count on one lane.
+    let mut entries: Vec<(u32, u32)> = Vec::new();
+    let mut distinct: Vec<u32> = Vec::new();
+    // Per key: its pairs in the tile, then its next entry (dense over the
+    // keys; only the tile's own are touched and reset).
+    let n_keys = sorted
+        .iter()
+        .map(|&(k, _)| k as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut slot = vec![0u32; n_keys];
+    for tile in run {
+        let boxes = boxes(tile);
+        out.tile_boxes
+            .push(boxes.iter().map(|&i| i as u32).collect());
+        distinct.clear();
+        for &i in boxes {
+            for &(k, _) in &sorted[starts[i] as usize..starts[i + 1] as usize] {
+                if slot[k as usize] == 0 {
+                    distinct.push(k);
+                }
+                slot[k as usize] += 1;
+            }
+        }
+        distinct.sort_unstable();
+        let mut next = 0u32;
+        for &k in &distinct {
+            let n = slot[k as usize];
+            slot[k as usize] = next;
+            next += n;
+        }
+        entries.clear();
+        entries.resize(next as usize, (0, 0));
+        for (lane, &i) in boxes.iter().enumerate() {
+            for &(k, j) in &sorted[starts[i] as usize..starts[i + 1] as usize] {
+                let s = &mut slot[k as usize];
+                entries[*s as usize] = (lane as u32, j);
+                *s += 1;
+            }
+        }
+        let here = &t.tile_sources
+            [t.tile_source_offsets[tile] as usize..t.tile_source_offsets[tile + 1] as usize];
+        let mut x = 0;
+        for &k in &distinct {
+            // After the scatter a key's slot is its end.
+            let end = std::mem::take(&mut slot[k as usize]) as usize;
+            let row0 = out.keys.len();
+            while x < end {
+                // This lane's pairs of key k go to rows row0, row0 + 1, ...
+                let lane = entries[x].0;
+                let mut occurrence = 0;
+                while x < end && entries[x].0 == lane {
+                    let row = row0 + occurrence;
+                    if row == out.keys.len() {
+                        out.keys.push(k);
+                        out.key_pairs.resize(out.keys.len() * b, NONE);
+                        out.key_source_slots.resize(out.keys.len() * b, u16::MAX);
+                    }
+                    let j = entries[x].1;
+                    let at = here
+                        .binary_search(&source(j as usize))
+                        .expect("a pair's source is among its tile's sources");
+                    out.key_pairs[row * b + lane as usize] = j;
+                    out.key_source_slots[row * b + lane as usize] = at as u16;
+                    occurrence += 1;
+                    x += 1;
+                }
+            }
+        }
+        out.tile_key_ends.push(out.keys.len() as u32);
+    }
+    out
+}
+
+/// FxHash's step (a rotate, a xor, a multiply per 8 bytes): the key lists
+/// are hashed once per target, so SipHash's cost would show in a plan.
+#[derive(Default)]
+struct ListHasher(u64);
+
+impl std::hash::Hasher for ListHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for c in bytes.chunks(8) {
+            let mut v = [0u8; 8];
+            v[..c.len()].copy_from_slice(c);
+            self.0 =
+                (self.0.rotate_left(5) ^ u64::from_le_bytes(v)).wrapping_mul(0x517c_c1b7_2722_0a95);
+        }
+    }
+}
+
+/// The targets ordered by their sorted key lists (lexicographically), ties
+/// by target id. Most targets share a list with many others (a uniform
+/// region's interior has one), so the distinct lists are sorted and the
+/// targets placed by their list's rank, in id order.
+fn order_by_key_lists(starts: &[u32], sorted: &[(u32, u32)]) -> Vec<usize> {
+    let n_targets = starts.len().saturating_sub(1);
+    let keys: Vec<u32> = sorted.iter().map(|&(k, _)| k).collect();
+    let list = |i: usize| &keys[starts[i] as usize..starts[i + 1] as usize];
+    let mut class_of: std::collections::HashMap<
+        &[u32],
+        usize,
+        std::hash::BuildHasherDefault<ListHasher>,
+    > = Default::default();
+    let mut first_of_class: Vec<usize> = Vec::new();
+    let class: Vec<usize> = (0..n_targets)
+        .map(|i| {
+            *class_of.entry(list(i)).or_insert_with(|| {
+                first_of_class.push(i);
+                first_of_class.len() - 1
+            })
+        })
+        .collect();
+    let mut by_list: Vec<usize> = (0..first_of_class.len()).collect();
+    by_list.sort_unstable_by(|&a, &b| list(first_of_class[a]).cmp(list(first_of_class[b])));
+    // Each class's first position in the order, then a stable placement.
+    let mut at = vec![0usize; first_of_class.len()];
+    let mut count = vec![0usize; first_of_class.len()];
+    for &c in &class {
+        count[c] += 1;
+    }
+    let mut next = 0;
+    for &c in &by_list {
+        at[c] = next;
+        next += count[c];
+    }
+    let mut order = vec![0usize; n_targets];
+    for (i, &c) in class.iter().enumerate() {
+        order[at[c]] = i;
+        at[c] += 1;
+    }
+    order
+}
+
 /// Tiles the targets of CSR `starts` (`n_targets + 1` offsets; pair `j` of
 /// key `key(j)`, source box `source(j)`) into tiles of at most
 /// `targets_per_tile` boxes and, but for a box alone, `max_sources`
 /// distinct source boxes (at most `u16::MAX − 1`).
 pub(crate) fn tile_targets(
     starts: &[u32],
-    key: impl Fn(usize) -> u32,
-    source: impl Fn(usize) -> u32,
+    key: impl Fn(usize) -> u32 + Sync,
+    source: impl Fn(usize) -> u32 + Sync,
     targets_per_tile: usize,
     max_sources: usize,
 ) -> TargetTiling {
@@ -81,54 +248,81 @@ pub(crate) fn tile_targets(
     let b = targets_per_tile.max(1);
     // Every target's pairs sorted by key (stable: list order within a key).
     let n_pairs = starts.last().map_or(0, |&s| s as usize);
-    let mut sorted: Vec<(u32, u32)> = (0..n_pairs).map(|j| (key(j), j as u32)).collect();
-    for i in 0..n_targets {
-        sorted[starts[i] as usize..starts[i + 1] as usize].sort_by_key(|&(k, j)| (k, j));
-    }
-    let keys_of = |i: usize| {
-        sorted[starts[i] as usize..starts[i + 1] as usize]
-            .iter()
-            .map(|&(k, _)| k)
-    };
-    let mut order: Vec<usize> = (0..n_targets).collect();
-    order.sort_by(|&x, &y| keys_of(x).cmp(keys_of(y)).then(x.cmp(&y)));
+    let mut sorted: Vec<(u32, u32)> = vec![(0, 0); n_pairs];
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(n_pairs.div_ceil(ROWS_PAIRS_PER_THREAD))
+        .max(1);
+    let per = n_targets.div_ceil(threads).max(1);
+    std::thread::scope(|scope| {
+        let key = &key;
+        let mut rest = sorted.as_mut_slice();
+        for a in (0..n_targets).step_by(per) {
+            let b = (a + per).min(n_targets);
+            let (mine, tail) = rest.split_at_mut((starts[b] - starts[a]) as usize);
+            rest = tail;
+            scope.spawn(move || {
+                let base = starts[a] as usize;
+                for i in a..b {
+                    let (lo, hi) = (starts[i] as usize, starts[i + 1] as usize);
+                    let row = &mut mine[lo - base..hi - base];
+                    for (e, j) in row.iter_mut().zip(lo..hi) {
+                        *e = (key(j), j as u32);
+                    }
+                    row.sort_unstable();
+                }
+            });
+        }
+    });
+    let order = order_by_key_lists(starts, &sorted);
 
     // Cut the ordered boxes into tiles: at most b boxes, and a box joins
-    // a tile only if the tile's distinct sources (`union`, ascending) stay
-    // within max_sources; a closed tile's union is its sources.
+    // a tile only if the tile's distinct sources (`union`) stay within
+    // max_sources; a closed tile's union, sorted, is its sources. Marks
+    // per source box (`in_tile`: the tile holding it; `in_box`: the box
+    // last counting it) keep the cut linear in the pairs.
+    let n_sources = (0..n_pairs)
+        .map(|j| source(j) as usize + 1)
+        .max()
+        .unwrap_or(0);
+    let mut in_tile = vec![usize::MAX; n_sources];
+    let mut in_box = vec![usize::MAX; n_sources];
     let mut tiles: Vec<std::ops::Range<usize>> = Vec::new();
     let mut tile_sources: Vec<u32> = Vec::new();
     let mut tile_source_offsets: Vec<u32> = vec![0];
     let mut union: Vec<u32> = Vec::new();
-    let mut mine: Vec<u32> = Vec::new();
     let mut begin = 0;
+    let mut close = |union: &mut Vec<u32>, tile_sources: &mut Vec<u32>| {
+        union.sort_unstable();
+        tile_sources.append(union);
+        tile_source_offsets.push(tile_sources.len() as u32);
+    };
     for (x, &i) in order.iter().enumerate() {
-        mine.clear();
-        mine.extend(
-            sorted[starts[i] as usize..starts[i + 1] as usize]
-                .iter()
-                .map(|&(_, j)| source(j as usize)),
-        );
-        mine.sort_unstable();
-        mine.dedup();
-        let new = mine
-            .iter()
-            .filter(|s| union.binary_search(s).is_err())
-            .count();
+        let mine = &sorted[starts[i] as usize..starts[i + 1] as usize];
+        let mut new = 0;
+        for &(_, j) in mine {
+            let s = source(j as usize) as usize;
+            if in_tile[s] != tiles.len() && in_box[s] != x {
+                in_box[s] = x;
+                new += 1;
+            }
+        }
         if x > begin && (x - begin == b || union.len() + new > max_sources) {
             tiles.push(begin..x);
-            tile_sources.append(&mut union);
-            tile_source_offsets.push(tile_sources.len() as u32);
+            close(&mut union, &mut tile_sources);
             begin = x;
         }
-        union.extend_from_slice(&mine);
-        union.sort_unstable();
-        union.dedup();
+        for &(_, j) in mine {
+            let s = source(j as usize) as usize;
+            if in_tile[s] != tiles.len() {
+                in_tile[s] = tiles.len();
+                union.push(s as u32);
+            }
+        }
     }
     if begin < order.len() {
         tiles.push(begin..order.len());
-        tile_sources.append(&mut union);
-        tile_source_offsets.push(tile_sources.len() as u32);
+        close(&mut union, &mut tile_sources);
     }
 
     let n_tiles = tiles.len();
@@ -145,51 +339,52 @@ pub(crate) fn tile_targets(
         tile_sources,
         ..TargetTiling::default()
     };
+    // Each tile's key rows depend on that tile alone: the tiles are cut
+    // into one run per thread, each run's rows built apart and appended in
+    // tile order (the same rows one thread would build).
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(n_pairs.div_ceil(ROWS_PAIRS_PER_THREAD))
+        .clamp(1, n_tiles.max(1));
+    let per = n_tiles.div_ceil(threads).max(1);
+    let runs: Vec<KeyRows> = std::thread::scope(|scope| {
+        let (sorted, order, tiles, t) = (&sorted, &order, &tiles, &t);
+        let (key_rows, source) = (&key_rows, &source);
+        let handles: Vec<_> = (0..n_tiles.div_ceil(per))
+            .map(|r| {
+                let run = r * per..((r + 1) * per).min(n_tiles);
+                scope.spawn(move || {
+                    key_rows(
+                        run,
+                        |tile: usize| &order[tiles[tile].clone()],
+                        sorted,
+                        starts,
+                        t,
+                        source,
+                    )
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a tiling thread panicked"))
+            .collect()
+    });
     t.tile_key_offsets.push(0);
-    // (key, lane, pair) of one tile, sorted by key then lane (then list
-    // order): each key's rows are its largest count on one lane.
-    let mut entries: Vec<(u32, u32, u32)> = Vec::new();
-    for (tile, range) in tiles.into_iter().enumerate() {
-        let boxes = &order[range];
-        entries.clear();
-        for (lane, &i) in boxes.iter().enumerate() {
-            t.tile_targets[tile * b + lane] = i as u32;
-            for &(k, j) in &sorted[starts[i] as usize..starts[i + 1] as usize] {
-                entries.push((k, lane as u32, j));
+    for (r, run) in runs.into_iter().enumerate() {
+        let first = r * per;
+        for (x, boxes) in run.tile_boxes.iter().enumerate() {
+            let tile = first + x;
+            for (lane, &i) in boxes.iter().enumerate() {
+                t.tile_targets[tile * b + lane] = i;
             }
         }
-        let here = &t.tile_sources
-            [t.tile_source_offsets[tile] as usize..t.tile_source_offsets[tile + 1] as usize];
-        entries.sort_unstable();
-        let mut x = 0;
-        while x < entries.len() {
-            let k = entries[x].0;
-            let row0 = t.keys.len();
-            let mut y = x;
-            while y < entries.len() && entries[y].0 == k {
-                // This lane's pairs of key k go to rows row0, row0 + 1, ...
-                let lane = entries[y].1;
-                let mut occurrence = 0;
-                while y < entries.len() && entries[y].0 == k && entries[y].1 == lane {
-                    let row = row0 + occurrence;
-                    if row == t.keys.len() {
-                        t.keys.push(k);
-                        t.key_pairs.resize(t.keys.len() * b, NONE);
-                        t.key_source_slots.resize(t.keys.len() * b, u16::MAX);
-                    }
-                    let j = entries[y].2;
-                    let at = here
-                        .binary_search(&source(j as usize))
-                        .expect("a pair's source is among its tile's sources");
-                    t.key_pairs[row * b + lane as usize] = j;
-                    t.key_source_slots[row * b + lane as usize] = at as u16;
-                    occurrence += 1;
-                    y += 1;
-                }
-            }
-            x = y;
-        }
-        t.tile_key_offsets.push(t.keys.len() as u32);
+        let at = t.keys.len() as u32;
+        t.tile_key_offsets
+            .extend(run.tile_key_ends.iter().map(|&e| at + e));
+        t.keys.extend_from_slice(&run.keys);
+        t.key_pairs.extend_from_slice(&run.key_pairs);
+        t.key_source_slots.extend_from_slice(&run.key_source_slots);
     }
     t
 }
