@@ -302,6 +302,31 @@ struct HostTiling {
     tiling: TargetTiling,
 }
 
+/// The tiling of a tiled kernel at its width (the C ABI's
+/// `hipkern_list1_tile_targets`), staged tiles cut at their source bound.
+fn cut_tiles(hp: &HostPairs, n_cases: usize, nq: usize, kernel: List1Kernel) -> Result<HostTiling> {
+    let raw = kernel.raw_tiled().expect("a tiled kernel");
+    let mut width = 0i32;
+    // SAFETY: a valid out-pointer; the call reads its arguments only.
+    check("hipkern_list1_tile_targets", unsafe {
+        sys::hipkern_list1_tile_targets(raw as i32, &mut width)
+    })?;
+    let width = width as usize;
+    let bound = if kernel == List1Kernel::Staged {
+        staged_source_bound(nq, width)
+    } else {
+        usize::MAX
+    };
+    let tiling = tile_targets(
+        &hp.starts,
+        |j| hp.key(j, n_cases) as u32,
+        |j| hp.sources[j],
+        width,
+        bound,
+    );
+    Ok(HostTiling { kernel, tiling })
+}
+
 impl List1Evaluator {
     /// Validates `boxes` as the CPU evaluator does (module docs), chooses
     /// the kernel for this evaluator's contract ([`List1DevicePlan::kernel`])
@@ -333,32 +358,6 @@ impl List1Evaluator {
         Ok(())
     }
 
-    /// The tiling of a tiled kernel at its width (the C ABI's
-    /// `hipkern_list1_tile_targets`), staged tiles cut at their source
-    /// bound.
-    fn cut_tiles(&self, hp: &HostPairs, kernel: List1Kernel) -> Result<HostTiling> {
-        let raw = kernel.raw_tiled().expect("a tiled kernel");
-        let mut width = 0i32;
-        // SAFETY: a valid out-pointer; the call reads its arguments only.
-        check("hipkern_list1_tile_targets", unsafe {
-            sys::hipkern_list1_tile_targets(raw as i32, &mut width)
-        })?;
-        let width = width as usize;
-        let bound = if kernel == List1Kernel::Staged {
-            staged_source_bound(self.meta.nq, width)
-        } else {
-            usize::MAX
-        };
-        let tiling = tile_targets(
-            &hp.starts,
-            |j| hp.key(j, self.meta.n_cases) as u32,
-            |j| hp.sources[j],
-            width,
-            bound,
-        );
-        Ok(HostTiling { kernel, tiling })
-    }
-
     /// The plan of `hp` for the kernel `forced`, or the one the dispatch
     /// chooses under the evaluator's contract.
     pub(super) fn upload_plan(
@@ -379,22 +378,30 @@ impl List1Evaluator {
                 // The tilings the fast contract compares; the winner is kept.
                 let mut cut = Vec::new();
                 let choice = choose(self.contract, nq, tensor, || {
-                    let per_key = self.cut_tiles(
-                        hp,
-                        if tensor {
-                            List1Kernel::Tiled
-                        } else {
-                            List1Kernel::TiledFma
-                        },
-                    )?;
+                    let per_key_kernel = if tensor {
+                        List1Kernel::Tiled
+                    } else {
+                        List1Kernel::TiledFma
+                    };
+                    // The two tilings side by side: each has sequential
+                    // steps (the order, the cut) that the other fills.
+                    let (per_key, staged) = std::thread::scope(|scope| {
+                        let staged = tensor.then(|| {
+                            scope.spawn(|| cut_tiles(hp, n_cases, nq, List1Kernel::Staged))
+                        });
+                        let per_key = cut_tiles(hp, n_cases, nq, per_key_kernel);
+                        let staged = staged.map(|h| h.join().expect("a tiling thread panicked"));
+                        (per_key, staged)
+                    });
+                    let per_key = per_key?;
                     let pairs = hp.sources.len();
                     let mut busy = TileBusy {
                         per_key: lanes_busy(pairs, per_key.tiling.slots()),
                         staged: None,
                     };
                     cut.push(per_key);
-                    if tensor {
-                        let staged = self.cut_tiles(hp, List1Kernel::Staged)?;
+                    if let Some(staged) = staged {
+                        let staged = staged?;
                         busy.staged = Some(lanes_busy(pairs, staged.tiling.slots()));
                         cut.push(staged);
                     }
@@ -405,7 +412,7 @@ impl List1Evaluator {
             }
         };
         if kernel.raw_tiled().is_some() && tiling.is_none() {
-            tiling = Some(self.cut_tiles(hp, kernel)?);
+            tiling = Some(cut_tiles(hp, n_cases, nq, kernel)?);
         }
         let d = &self.device;
         let scale: Vec<f64> = hp.scalings.iter().map(|s| s.scale).collect();
