@@ -56,6 +56,8 @@ use std::time::Instant;
 const TARGET_MS: f64 = 1500.0;
 const MIN_REPS: usize = 3;
 const MAX_REPS: usize = 30;
+/// Plans of a new tree timed per contract and layout (after one warm-up).
+const NEW_TREE_REPS: usize = 7;
 /// The fast kernels' bound against the reference (relative max-norm).
 const FAST_TOL: f64 = 1e-13;
 
@@ -286,6 +288,7 @@ fn main() {
     let mut rng = SplitMix64::new(0x1157);
     let mut json = Vec::new();
     let mut rows: Vec<Row> = Vec::new();
+    let mut new_tree: Vec<String> = Vec::new();
     println!();
     println!(
         "{:<15} {:>6} {:>8} {:<12} {:>10} {:>10} {:>10} {:>19} {:>9} {:>8} {:>9} {:>9} {:>10} {:>10} {:>7}",
@@ -519,8 +522,70 @@ fn main() {
                     reason: plan.reason().to_string(),
                 });
             }
+            // A new tree to potential under each contract: plan and first
+            // evaluation, wall time to the stream's end (median of
+            // NEW_TREE_REPS after one warm-up; the output is the caller's).
+            let n_out = targets.len() * nq;
+            let mut out = device.alloc::<f64>(n_out).unwrap();
+            for contract in [List1Contract::Exact, List1Contract::Fast] {
+                ev.set_contract(contract);
+                let (mut plan_ms, mut total_ms) = (Vec::new(), Vec::new());
+                let mut kernel = None;
+                for rep in 0..=NEW_TREE_REPS {
+                    stream.fill(&mut out.as_slice_mut(), f64::NAN).unwrap();
+                    stream.synchronize().unwrap();
+                    let t0 = Instant::now();
+                    let mut plan = ev.plan(&boxes).unwrap();
+                    let planned = t0.elapsed().as_secs_f64() * 1e3;
+                    ev.evaluate_into(&stream, &mut plan, &fd, &mut out).unwrap();
+                    stream.synchronize().unwrap();
+                    let total = t0.elapsed().as_secs_f64() * 1e3;
+                    kernel = Some(plan.kernel());
+                    if rep > 0 {
+                        plan_ms.push(planned);
+                        total_ms.push(total);
+                    }
+                }
+                let got = out.to_vec().unwrap();
+                let r = reference.as_deref().unwrap();
+                let err = max_relative(&got, r);
+                let what = format!("{} {name} new tree {contract}", cfg.name);
+                if contract == List1Contract::Exact {
+                    assert!(
+                        got.iter().zip(r).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "{what}: not bitwise the dense per-target output ({err:.2e})"
+                    );
+                } else {
+                    assert!(err <= FAST_TOL, "{what}: {err:.2e} from dense per-target");
+                }
+                let (p, _, _) = stats(plan_ms);
+                let (t, lo, hi) = stats(total_ms);
+                new_tree.push(format!(
+                    "{:<15} {:<12} {:<6} {:<10} {:>9.2}ms {:>9.2}ms {:>7.2}..{:>7.2}ms",
+                    cfg.name,
+                    name,
+                    contract.to_string(),
+                    kernel.unwrap().name(),
+                    p,
+                    t,
+                    lo,
+                    hi
+                ));
+            }
             ev.set_contract(List1Contract::Fast);
         }
+    }
+    println!();
+    println!(
+        "new tree to potential: plan + first evaluation, wall time to the stream's end, median \
+         of {NEW_TREE_REPS} after a warm-up (the plan alone beside it)"
+    );
+    println!(
+        "{:<15} {:<12} {:<6} {:<10} {:>11} {:>11} {:>18}",
+        "config", "layout", "contract", "kernel", "plan", "plan+eval", "spread"
+    );
+    for line in &new_tree {
+        println!("{line}");
     }
     println!();
     println!(
