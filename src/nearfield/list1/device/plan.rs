@@ -16,15 +16,15 @@ use hipkern_sys as sys;
 
 /// The validated pairs of an evaluation, host side.
 #[derive(Clone, Debug)]
-pub(super) struct HostPairs {
-    starts: Vec<u32>,
-    sources: Vec<u32>,
+pub(super) struct HostPairs<'a> {
+    starts: &'a [u32],
+    sources: &'a [u32],
     cases: Vec<u8>,
     box_levels: Vec<u8>,
     scalings: Vec<LevelScaling>,
 }
 
-impl HostPairs {
+impl HostPairs<'_> {
     /// Pair `j`'s key, `table · n_cases + case` (the grouped and tiled
     /// kernels' unit of work: one case matrix).
     fn key(&self, j: usize, n_cases: usize) -> usize {
@@ -38,11 +38,11 @@ impl HostPairs {
 impl TableMeta {
     /// The CPU evaluator's checks, in its order: the dimension, the boxes
     /// and pairs, the source values (when given), the level scalings.
-    pub(super) fn check(
+    pub(super) fn check<'a>(
         &self,
-        boxes: &List1Boxes<'_>,
+        boxes: &List1Boxes<'a>,
         values: Option<&[f64]>,
-    ) -> Result<HostPairs> {
+    ) -> Result<HostPairs<'a>> {
         let (pairs, scalings) = check_list1_inputs(boxes, &self.shapes, self.per_level, values)?;
         let n = boxes.n_boxes();
         let nq = self.nq;
@@ -57,8 +57,8 @@ impl TableMeta {
             return bad(format!("{n} boxes × {nq} values overflow"));
         }
         Ok(HostPairs {
-            starts: boxes.source_starts.to_vec(),
-            sources: boxes.source_boxes.to_vec(),
+            starts: boxes.source_starts,
+            sources: boxes.source_boxes,
             cases: pairs.cases.iter().map(|&c| c as u8).collect(),
             box_levels: boxes.levels.iter().map(|&l| l as u8).collect(),
             scalings,
@@ -304,7 +304,12 @@ struct HostTiling {
 
 /// The tiling of a tiled kernel at its width (the C ABI's
 /// `hipkern_list1_tile_targets`), staged tiles cut at their source bound.
-fn cut_tiles(hp: &HostPairs, n_cases: usize, nq: usize, kernel: List1Kernel) -> Result<HostTiling> {
+fn cut_tiles(
+    hp: &HostPairs<'_>,
+    n_cases: usize,
+    nq: usize,
+    kernel: List1Kernel,
+) -> Result<HostTiling> {
     let raw = kernel.raw_tiled().expect("a tiled kernel");
     let mut width = 0i32;
     // SAFETY: a valid out-pointer; the call reads its arguments only.
@@ -318,7 +323,7 @@ fn cut_tiles(hp: &HostPairs, n_cases: usize, nq: usize, kernel: List1Kernel) -> 
         usize::MAX
     };
     let tiling = tile_targets(
-        &hp.starts,
+        hp.starts,
         |j| hp.key(j, n_cases) as u32,
         |j| hp.sources[j],
         width,
@@ -362,7 +367,7 @@ impl List1Evaluator {
     /// chooses under the evaluator's contract.
     pub(super) fn upload_plan(
         &self,
-        hp: &HostPairs,
+        hp: &HostPairs<'_>,
         forced: Option<List1Kernel>,
     ) -> Result<List1DevicePlan> {
         let nq = self.meta.nq;
@@ -429,7 +434,7 @@ impl List1Evaluator {
             + 20 * scale.len();
         let groups = if kernel == List1Kernel::Grouped {
             let g = group_pairs(
-                &hp.starts,
+                hp.starts,
                 self.n_tables * n_cases,
                 |j| hp.key(j, n_cases),
                 (self.pair_scratch_bytes / (8 * nq)).max(1),
@@ -499,8 +504,8 @@ impl List1Evaluator {
             kernel,
             contract: self.contract,
             reason,
-            starts: upload(d, &hp.starts)?,
-            sources: upload(d, &hp.sources)?,
+            starts: upload(d, hp.starts)?,
+            sources: upload(d, hp.sources)?,
             cases: upload(d, &hp.cases)?,
             box_levels: upload(d, &hp.box_levels)?,
             level_scale: upload(d, &scale)?,
