@@ -383,7 +383,9 @@ fn gpu_many_producers_feed_the_device_sink_in_every_mode() {
             check(&format!("{mode:?}, {threads} threads"), &img, &want);
             images.push(img);
         }
-        if mode != SinkMode::Atomic {
+        // Bitwise where every chunk is tiled: adaptive sends small chunks
+        // (and these items end in some) to atomic.
+        if matches!(mode, SinkMode::Tile16 | SinkMode::Tile32) {
             assert_eq!(
                 bits(&images[0]),
                 bits(&images[1]),

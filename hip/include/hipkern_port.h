@@ -30,6 +30,7 @@ typedef cudaStream_t hipStream_t;
 typedef cudaEvent_t hipEvent_t;
 typedef cudaDeviceProp hipDeviceProp_t;
 typedef cudaMemcpyKind hipMemcpyKind;
+typedef cudaStreamCaptureStatus hipStreamCaptureStatus;
 
 #define hipSuccess cudaSuccess
 #define hipErrorInvalidValue cudaErrorInvalidValue
@@ -68,6 +69,8 @@ typedef cudaMemcpyKind hipMemcpyKind;
 #define hipStreamCreateWithFlags cudaStreamCreateWithFlags
 #define hipStreamDestroy cudaStreamDestroy
 #define hipStreamSynchronize cudaStreamSynchronize
+#define hipStreamIsCapturing cudaStreamIsCapturing
+#define hipStreamCaptureStatusNone cudaStreamCaptureStatusNone
 #define hipStreamWaitEvent cudaStreamWaitEvent
 #define hipEventCreateWithFlags cudaEventCreateWithFlags
 #define hipEventDestroy cudaEventDestroy
@@ -202,7 +205,15 @@ class StreamDeviceScope {
     device_ = previous_;
 #if defined(HIPKERN_HAS_STREAM_GET_DEVICE)
     if (stream) {
-      status_ = hipStreamGetDevice(static_cast<hipStream_t>(const_cast<void *>(stream)), &device_);
+      // A stream being captured into a graph records work, it runs none:
+      // the device query is left out there (stream capture refuses calls
+      // outside its permitted set, and the recorded launches belong to
+      // the current device, which the capturing caller has set).
+      hipStream_t s = static_cast<hipStream_t>(const_cast<void *>(stream));
+      hipStreamCaptureStatus capture = hipStreamCaptureStatusNone;
+      status_ = hipStreamIsCapturing(s, &capture);
+      if (status_ != hipSuccess) return;
+      if (capture == hipStreamCaptureStatusNone) status_ = hipStreamGetDevice(s, &device_);
       if (status_ != hipSuccess) return;
     }
 #else

@@ -67,3 +67,42 @@ def assert_close(name, got, want):
             f"{name}: {int(bad.sum())} of {bad.size} elements off; first at {tuple(i)}: "
             f"got {got64[tuple(i)]!r}, want {want[tuple(i)]!r} (bound {bound[tuple(i)]:.3e})"
         )
+
+
+def summation_bounds(g, edge_vec, src, dst, n_rows, dtype):
+    """Per element of (force, virial), the error bound of any order of
+    summing its terms in `dtype` (a peer that accumulates in its input
+    precision, as DeePMD's Triton op does in float32): n·u·sum|terms| with
+    n the row's term count and u the unit roundoff, plus 1e-12 of the max
+    norm for the reference's own float64 order."""
+    u = 2.0**-24 if dtype == torch.float32 else 2.0**-53
+    g = np.abs(g.detach().cpu().double().numpy())
+    r = np.abs(edge_vec.detach().cpu().double().numpy())
+    src = src.detach().cpu().long().numpy()
+    dst = dst.detach().cpu().long().numpy()
+    outer = (g[:, :, None] * r[:, None, :]).reshape(-1, 9)
+    n = (np.bincount(dst, minlength=n_rows) + np.bincount(src, minlength=n_rows)).astype(float)
+    bounds = []
+    for terms, width in ((g, 3), (0.5 * outer, 9)):
+        abs_sum = np.zeros((n_rows, width))
+        np.add.at(abs_sum, dst, terms)
+        np.add.at(abs_sum, src, terms)
+        scale = max(float(abs_sum.max(initial=0.0)), 1e-300)
+        # The product itself is rounded once in dtype before it is summed.
+        bounds.append((n[:, None] + 1.0) * u * abs_sum + 1e-12 * scale)
+    return bounds
+
+
+def assert_within(name, got, want, bound):
+    """Every element of `got` within `bound` (per element) of the float64
+    reference `want`; NaN anywhere fails."""
+    got64 = got.detach().cpu().double().numpy()
+    assert got64.shape == want.shape, f"{name}: shape {got64.shape} != {want.shape}"
+    err = np.abs(got64 - want)
+    bad = ~(err <= bound)
+    if bad.any():
+        i = np.argwhere(bad)[0]
+        raise AssertionError(
+            f"{name}: {int(bad.sum())} of {bad.size} elements off; first at {tuple(i)}: "
+            f"got {got64[tuple(i)]!r}, want {want[tuple(i)]!r} (bound {bound[tuple(i)]:.3e})"
+        )

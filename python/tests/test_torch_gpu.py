@@ -15,7 +15,14 @@ import pytest
 torch = pytest.importorskip("torch")
 import hipkern  # noqa: E402
 import hipkern.torch as ht  # noqa: E402
-from force_reference import assert_close, random_edges, random_values, reference  # noqa: E402
+from force_reference import (  # noqa: E402
+    assert_close,
+    assert_within,
+    random_edges,
+    random_values,
+    reference,
+    summation_bounds,
+)
 
 pytestmark = pytest.mark.skipif(
     not torch.cuda.is_available() or hipkern.platform() == "cpu",
@@ -131,8 +138,10 @@ def test_gpu_assembly_captures_in_a_cuda_graph():
 
 
 def step(src, dst, g, r, n):
+    # Elementwise work only around the ops (exact: a scaling by 2): a
+    # reduction here would be inductor's own, in its own order.
     force, virial = ht.edge_force_assembly(g, r, *ht.build_plan(src, dst, n))
-    return force * 2.0, virial.sum(0)
+    return force * 2.0, virial * 2.0
 
 
 def test_gpu_torch_compile_gives_eager_bits():
@@ -175,6 +184,10 @@ def test_gpu_agrees_with_deepmds_triton_op(dtype, n_edges, n_atoms):
     ours = ht.edge_force_assembly(g, r, *plan)
     theirs = theirs_op(g, r, *plan)
     want = reference(g, r, src, dst, n_atoms)
-    for name, a, b, w in zip(("force", "virial"), ours, theirs, want):
+    # DeePMD's op adds in its input precision (float32 atomics), so it is
+    # held to the bound of a float32 sum in any order; hipkern's float64
+    # sums to one rounding.
+    bounds = summation_bounds(g, r, src, dst, n_atoms, dtype)
+    for name, a, b, w, bound in zip(("force", "virial"), ours, theirs, want, bounds):
         assert_close(f"hipkern {name}", a, w)
-        assert_close(f"DeePMD {name}", b, w)
+        assert_within(f"DeePMD {name}", b, w, bound)

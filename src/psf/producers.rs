@@ -25,7 +25,8 @@
 //!   the sky), and items are applied in sequence order, each cut into
 //!   chunks of [`HubLimits::chunk_events`] in its push order: the image is
 //!   then bitwise the image of one producer pushing the items in order
-//!   (every mode but `atomic`, whose sums are unordered on the device).
+//!   (the CPU sink and the tile modes; `atomic`, and the chunks
+//!   `adaptive` sends to it, sum unordered on the device).
 use super::reference::check_routed;
 use super::{CpuSink, DeviceSink, StarEvent, CHUNK_EVENTS};
 use crate::host_memory::reserve_vec;

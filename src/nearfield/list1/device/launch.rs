@@ -70,6 +70,11 @@ impl List1Evaluator {
             ));
         }
         let _scope = self.device.enter()?;
+        if plan.n_pairs == 0 {
+            // Every list empty: zeros, whichever kernel the plan names (a
+            // plan without pairs has no groups or key rows to launch).
+            return stream.fill(&mut out, 0.0);
+        }
         // SAFETY: every pointer is live device memory of this device with
         // the length the descriptors say (checked above and at upload; a
         // view is live memory of its length by its constructor's
