@@ -26,7 +26,11 @@
  * properties, allocation, stream and event creation) act on the current
  * device (hipkern_set_device), as the HIP runtime does. (Built against a
  * CUDA older than 12.8, which lacks cudaStreamGetDevice, the stream's
- * device must be current.) Kernel entry points are asynchronous on the
+ * device must be current.) While the stream is being captured into a
+ * graph (CUDA graphs, HIP graphs) its device is not queried, since a
+ * capture refuses the calls outside its permitted set: the stream's device
+ * must then be current, as it is for PyTorch's and every framework's
+ * capture. Kernel entry points are asynchronous on the
  * stream given; their own argument checks happen before anything is
  * launched.
  *

@@ -205,10 +205,10 @@ class StreamDeviceScope {
     device_ = previous_;
 #if defined(HIPKERN_HAS_STREAM_GET_DEVICE)
     if (stream) {
-      // A stream being captured into a graph records work, it runs none:
-      // the device query is left out there (stream capture refuses calls
-      // outside its permitted set, and the recorded launches belong to
-      // the current device, which the capturing caller has set).
+      // A stream being captured into a graph is not asked for its device
+      // (hipkern.h: it must then be current): a capture refuses calls
+      // outside its permitted set, and cudaStreamIsCapturing is in it
+      // while cudaStreamGetDevice is not documented to be.
       hipStream_t s = static_cast<hipStream_t>(const_cast<void *>(stream));
       hipStreamCaptureStatus capture = hipStreamCaptureStatusNone;
       status_ = hipStreamIsCapturing(s, &capture);
