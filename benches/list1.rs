@@ -328,6 +328,18 @@ fn main() {
         let view = List1ReducedTables::Scaled(table);
         let targets = cfg.tree.all_boxes();
         let boxes = cfg.tree.list1_boxes(&targets);
+        // The host's share of every plan: checking the tree and finding
+        // every pair's case (List1Boxes::pairs), median of NEW_TREE_REPS.
+        let pairs_ms = stats(
+            (0..NEW_TREE_REPS)
+                .map(|_| {
+                    let t0 = Instant::now();
+                    boxes.pairs().unwrap();
+                    t0.elapsed().as_secs_f64() * 1e3
+                })
+                .collect(),
+        )
+        .0;
         let f: Vec<f64> = (0..cfg.tree.n_boxes() * nq)
             .map(|_| 0.5 + rng.uniform_pm1())
             .collect();
@@ -561,11 +573,12 @@ fn main() {
                 let (p, _, _) = stats(plan_ms);
                 let (t, lo, hi) = stats(total_ms);
                 new_tree.push(format!(
-                    "{:<15} {:<12} {:<6} {:<10} {:>9.2}ms {:>9.2}ms {:>7.2}..{:>7.2}ms",
+                    "{:<15} {:<12} {:<6} {:<10} {:>9.2}ms {:>9.2}ms {:>9.2}ms {:>7.2}..{:>7.2}ms",
                     cfg.name,
                     name,
                     contract.to_string(),
                     kernel.unwrap().name(),
+                    pairs_ms,
                     p,
                     t,
                     lo,
@@ -578,11 +591,12 @@ fn main() {
     println!();
     println!(
         "new tree to potential: plan + first evaluation, wall time to the stream's end, median \
-         of {NEW_TREE_REPS} after a warm-up (the plan alone beside it)"
+         of {NEW_TREE_REPS} after a warm-up (the plan alone beside it, and the host's check and \
+         classification of the pairs within it)"
     );
     println!(
-        "{:<15} {:<12} {:<6} {:<10} {:>11} {:>11} {:>18}",
-        "config", "layout", "contract", "kernel", "plan", "plan+eval", "spread"
+        "{:<15} {:<12} {:<6} {:<10} {:>11} {:>11} {:>11} {:>18}",
+        "config", "layout", "contract", "kernel", "pairs", "plan", "plan+eval", "spread"
     );
     for line in &new_tree {
         println!("{line}");
