@@ -141,6 +141,7 @@ pub mod npy;
 pub mod psf;
 pub mod rng;
 pub mod runtime;
+mod threads;
 
 pub use runtime::{
     Device, DeviceBuffer, DeviceMemory, DeviceMemoryMut, Error, Event, Result, Stream,

@@ -1,10 +1,10 @@
 //! The immutable phase cache of pixel-integrated PSF stamps.
 use super::model::MoffatPsf;
 use super::support::{anchor_phase, support_box};
-use super::threads::{resolve_threads, run_workers};
 use super::{CACHE_RADIUS, DEFAULT_PHASES, STAMP_PIXELS, STAMP_SIDE};
 use crate::host_memory::{bytes_of, filled_vec};
 use crate::runtime::{Error, Result};
+use crate::threads::{resolve_threads, run_workers};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 

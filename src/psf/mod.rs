@@ -156,8 +156,8 @@ mod producers;
 mod reference;
 pub mod sky;
 pub mod support;
-mod threads;
 
+pub use crate::threads::MAX_THREADS;
 pub use cache::{offset_index, CacheConfig, PsfCache, MAX_PHASES};
 pub use device::{
     AdaptiveThresholds, Binning, ChunkMode, ChunkRecord, DeviceSink, DeviceSinkBuilder,
@@ -185,7 +185,6 @@ pub use reference::{
     count_contributions, event_contributions, render_direct, CpuSink, DirectStats, SinkStats,
     MAX_DIRECT_SUPPORT, ROW_BLOCK,
 };
-pub use threads::MAX_THREADS;
 
 /// The cache's stamp radius: offsets `dx, dy ∈ −47..=47`.
 pub const CACHE_RADIUS: usize = 47;

@@ -45,9 +45,9 @@ use super::event::StarEvent;
 use super::image::HdrImage;
 use super::model::MoffatPsf;
 use super::support::{anchor_phase, row_span, support_box, support_rows};
-use super::threads::{resolve_threads, run_workers};
 use super::{CACHE_RADIUS, CHUNK_EVENTS};
 use crate::runtime::{Error, Result};
+use crate::threads::{resolve_threads, run_workers};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 

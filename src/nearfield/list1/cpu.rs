@@ -37,6 +37,7 @@ use crate::nearfield::scaling::ScalingRule;
 use crate::nearfield::table::NearFieldTable;
 use crate::nearfield::tree::{BalancedTree, MAX_TREE_LEVEL};
 use crate::runtime::{Error, Result};
+use crate::threads::map_on_threads;
 use std::f64::consts::PI;
 
 /// Targets per thread at least when the pairs are classified: below this a
@@ -223,15 +224,8 @@ impl<'a> List1Boxes<'a> {
             rest = tail;
         }
         let cases = &cases;
-        let results: Vec<Result<()>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = chunks
-                .into_iter()
-                .map(|(range, mine)| scope.spawn(move || self.classify_targets(cases, range, mine)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("a pair-classifying thread panicked"))
-                .collect()
+        let results = map_on_threads(threads, chunks, |(range, mine)| {
+            self.classify_targets(cases, range, mine)
         });
         results.into_iter().collect::<Result<()>>()?;
         Ok(List1Pairs { cases: out })

@@ -63,28 +63,31 @@ pub(crate) fn lanes_busy(pairs: usize, slots: usize) -> f64 {
     pairs as f64 / slots.max(1) as f64
 }
 
+use crate::threads::map_on_threads;
+
 const NONE: u32 = u32::MAX;
 
-/// Pairs per thread at least when the tiles' key rows are built: below
-/// this a thread's start costs more than its share.
-const ROWS_PAIRS_PER_THREAD: usize = 1 << 16;
+/// Pairs per thread at least when each target's pairs are sorted and when
+/// the tiles' key rows are built: below this a thread's start costs more
+/// than its share.
+const PAIRS_PER_THREAD: usize = 1 << 16;
 
 /// The key rows of a run of consecutive tiles, offsets relative to the run.
 #[derive(Default)]
 struct KeyRows {
-    tile_boxes: Vec<Vec<u32>>,
     tile_key_ends: Vec<u32>,
     keys: Vec<u32>,
     key_pairs: Vec<u32>,
     key_source_slots: Vec<u16>,
 }
 
-/// The key rows of tiles `run` (tile `x`'s boxes `boxes(x)`, in lane
-/// order; `sorted` each target's (key, pair) by key; `t` the tiles'
+/// The key rows of tiles `run` (tile `x`'s boxes `order[tiles[x]]`, in
+/// lane order; `sorted` each target's (key, pair) by key; `t` the tiles'
 /// sources).
-fn key_rows<'o>(
+fn key_rows(
     run: std::ops::Range<usize>,
-    boxes: impl Fn(usize) -> &'o [usize],
+    order: &[usize],
+    tiles: &[std::ops::Range<usize>],
     sorted: &[(u32, u32)],
     starts: &[u32],
     t: &TargetTiling,
@@ -107,9 +110,7 @@ fn key_rows<'o>(
         .unwrap_or(0);
     let mut slot = vec![0u32; n_keys];
     for tile in run {
-        let boxes = boxes(tile);
-        out.tile_boxes
-            .push(boxes.iter().map(|&i| i as u32).collect());
+        let boxes = &order[tiles[tile].clone()];
         distinct.clear();
         for &i in boxes {
             for &(k, _) in &sorted[starts[i] as usize..starts[i + 1] as usize] {
@@ -251,27 +252,26 @@ pub(crate) fn tile_targets(
     let mut sorted: Vec<(u32, u32)> = vec![(0, 0); n_pairs];
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(n_pairs.div_ceil(ROWS_PAIRS_PER_THREAD))
+        .min(n_pairs.div_ceil(PAIRS_PER_THREAD))
         .max(1);
     let per = n_targets.div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        let key = &key;
-        let mut rest = sorted.as_mut_slice();
-        for a in (0..n_targets).step_by(per) {
-            let b = (a + per).min(n_targets);
-            let (mine, tail) = rest.split_at_mut((starts[b] - starts[a]) as usize);
-            rest = tail;
-            scope.spawn(move || {
-                let base = starts[a] as usize;
-                for i in a..b {
-                    let (lo, hi) = (starts[i] as usize, starts[i + 1] as usize);
-                    let row = &mut mine[lo - base..hi - base];
-                    for (e, j) in row.iter_mut().zip(lo..hi) {
-                        *e = (key(j), j as u32);
-                    }
-                    row.sort_unstable();
-                }
-            });
+    let mut runs = Vec::with_capacity(threads);
+    let mut rest = sorted.as_mut_slice();
+    for a in (0..n_targets).step_by(per) {
+        let b = (a + per).min(n_targets);
+        let (mine, tail) = rest.split_at_mut((starts[b] - starts[a]) as usize);
+        runs.push((a..b, mine));
+        rest = tail;
+    }
+    map_on_threads(threads, runs, |(targets, mine)| {
+        let base = starts[targets.start] as usize;
+        for i in targets {
+            let (lo, hi) = (starts[i] as usize, starts[i + 1] as usize);
+            let row = &mut mine[lo - base..hi - base];
+            for (e, j) in row.iter_mut().zip(lo..hi) {
+                *e = (key(j), j as u32);
+            }
+            row.sort_unstable();
         }
     });
     let order = order_by_key_lists(starts, &sorted);
@@ -344,41 +344,23 @@ pub(crate) fn tile_targets(
     // tile order (the same rows one thread would build).
     let threads = std::thread::available_parallelism()
         .map_or(1, |n| n.get())
-        .min(n_pairs.div_ceil(ROWS_PAIRS_PER_THREAD))
+        .min(n_pairs.div_ceil(PAIRS_PER_THREAD))
         .clamp(1, n_tiles.max(1));
     let per = n_tiles.div_ceil(threads).max(1);
-    let runs: Vec<KeyRows> = std::thread::scope(|scope| {
-        let (sorted, order, tiles, t) = (&sorted, &order, &tiles, &t);
-        let (key_rows, source) = (&key_rows, &source);
-        let handles: Vec<_> = (0..n_tiles.div_ceil(per))
-            .map(|r| {
-                let run = r * per..((r + 1) * per).min(n_tiles);
-                scope.spawn(move || {
-                    key_rows(
-                        run,
-                        |tile: usize| &order[tiles[tile].clone()],
-                        sorted,
-                        starts,
-                        t,
-                        source,
-                    )
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("a tiling thread panicked"))
-            .collect()
-    });
+    let runs: Vec<KeyRows> = map_on_threads(
+        threads,
+        (0..n_tiles.div_ceil(per))
+            .map(|r| r * per..((r + 1) * per).min(n_tiles))
+            .collect(),
+        |run| key_rows(run, &order, &tiles, &sorted, starts, &t, &source),
+    );
     t.tile_key_offsets.push(0);
-    for (r, run) in runs.into_iter().enumerate() {
-        let first = r * per;
-        for (x, boxes) in run.tile_boxes.iter().enumerate() {
-            let tile = first + x;
-            for (lane, &i) in boxes.iter().enumerate() {
-                t.tile_targets[tile * b + lane] = i;
-            }
+    for (tile, range) in tiles.iter().enumerate() {
+        for (lane, &i) in order[range.clone()].iter().enumerate() {
+            t.tile_targets[tile * b + lane] = i as u32;
         }
+    }
+    for run in runs {
         let at = t.keys.len() as u32;
         t.tile_key_offsets
             .extend(run.tile_key_ends.iter().map(|&e| at + e));

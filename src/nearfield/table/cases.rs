@@ -281,9 +281,6 @@ impl Cases {
         if let Some(x) = center_t.iter().chain(center_s).find(|x| !x.is_finite()) {
             return bad(format!("box centre component {x} is not finite"));
         }
-        if let Some(id) = self.valid_pair_case(center_t, h_t, center_s, h_s) {
-            return Ok(id);
-        }
 
         // Size ratio: 1/2, 1 or 2 to within the tolerance, relative.
         let ratio = h_t / h_s;
@@ -312,9 +309,14 @@ impl Cases {
 
         // The case vector in units of h_s/4, and the gap per axis between
         // the boxes: |c_k| − (half-sum of the sides) = |c_k| − 2(1 + ratio).
-        let raw: Vec<f64> = (0..d)
-            .map(|k| 4.0 * (center_t[k] - center_s[k]) / h_s)
-            .collect();
+        // On the stack (d ≤ 3): a plan classifies every pair of a tree
+        // (830,584 at 32,768 boxes), and the accepted path allocates
+        // nothing; only a refusal formats its message.
+        let mut raw_d = [0.0f64; 3];
+        for k in 0..d {
+            raw_d[k] = 4.0 * (center_t[k] - center_s[k]) / h_s;
+        }
+        let raw = &raw_d[..d];
         let half_sum = 2.0 * (1.0 + ratio);
         let gap = raw
             .iter()
@@ -344,7 +346,8 @@ impl Cases {
             }
         }
 
-        let mut v = vec![0i32; d];
+        let mut v_d = [0i32; 3];
+        let v = &mut v_d[..d];
         for k in 0..d {
             let r = raw[k].round();
             if (raw[k] - r).abs() > PAIR_TOLERANCE {
@@ -356,61 +359,12 @@ impl Cases {
             }
             v[k] = r as i32;
         }
-        self.id_of_vector(&v).ok_or_else(|| {
+        self.id_of_vector(v).ok_or_else(|| {
             Error::InvalidInput(format!(
                 "list 1 pair: the boxes touch but are not aligned as boxes of one \
                  tree (case vector {v:?} is no interaction case)"
             ))
         })
-    }
-
-    /// The case of a valid pair, or `None` for anything
-    /// [`Self::case_of_pair`] would refuse (which then names the problem):
-    /// its arithmetic, step for step, on the stack. A plan classifies every
-    /// pair of a tree (830,584 at 32,768 boxes), so the checks of the
-    /// accepted path allocate nothing; the refusals keep their messages in
-    /// `case_of_pair` alone.
-    fn valid_pair_case(
-        &self,
-        center_t: &[f64],
-        h_t: f64,
-        center_s: &[f64],
-        h_s: f64,
-    ) -> Option<usize> {
-        let d = self.dim;
-        if d > 3 || center_t.len() != d || center_s.len() != d {
-            return None;
-        }
-        if !(h_t.is_finite() && h_t > 0.0 && h_s.is_finite() && h_s > 0.0) {
-            return None;
-        }
-        let ratio = h_t / h_s;
-        let ratio = [0.5, 1.0, 2.0]
-            .into_iter()
-            .find(|r| (ratio / r - 1.0).abs() <= PAIR_TOLERANCE)?;
-        let half_sum = 2.0 * (1.0 + ratio);
-        let mut code = 0usize;
-        let mut gap = f64::NEG_INFINITY;
-        let mut same_box = ratio == 1.0;
-        for k in 0..d {
-            let raw = 4.0 * (center_t[k] - center_s[k]) / h_s;
-            if !raw.is_finite() {
-                return None;
-            }
-            gap = gap.max(raw.abs() - half_sum);
-            same_box &= raw.abs() <= PAIR_TOLERANCE;
-            let r = raw.round();
-            if (raw - r).abs() > PAIR_TOLERANCE
-                || !(-CASE_ENCODING_SHIFT..=CASE_ENCODING_SHIFT).contains(&(r as i32))
-            {
-                return None;
-            }
-            code = code * CASE_ENCODING_BASE + (r as i32 + CASE_ENCODING_SHIFT) as usize;
-        }
-        if !same_box && gap.abs() > PAIR_TOLERANCE {
-            return None;
-        }
-        self.id_of_code(code)
     }
 
     /// The target points of case `case` for a source box `[0, L]^dim` with

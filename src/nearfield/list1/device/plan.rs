@@ -12,6 +12,7 @@ use crate::nearfield::list1::{check_list1_inputs, LevelScaling, List1Boxes};
 use crate::nearfield::list1_grouping::{group_pairs, tile_capacity, GroupChunk};
 use crate::nearfield::list1_tiling::{lanes_busy, tile_targets, TargetTiling};
 use crate::runtime::{check, DeviceBuffer, Result};
+use crate::threads::map_on_threads;
 use hipkern_sys as sys;
 
 /// The validated pairs of an evaluation, host side.
@@ -390,14 +391,15 @@ impl List1Evaluator {
                     };
                     // The two tilings side by side: each has sequential
                     // steps (the order, the cut) that the other fills.
-                    let (per_key, staged) = std::thread::scope(|scope| {
-                        let staged = tensor.then(|| {
-                            scope.spawn(|| cut_tiles(hp, n_cases, nq, List1Kernel::Staged))
-                        });
-                        let per_key = cut_tiles(hp, n_cases, nq, per_key_kernel);
-                        let staged = staged.map(|h| h.join().expect("a tiling thread panicked"));
-                        (per_key, staged)
-                    });
+                    let kernels = if tensor {
+                        vec![per_key_kernel, List1Kernel::Staged]
+                    } else {
+                        vec![per_key_kernel]
+                    };
+                    let mut tilings =
+                        map_on_threads(2, kernels, |k| cut_tiles(hp, n_cases, nq, k)).into_iter();
+                    let per_key = tilings.next().expect("the per-key tiling");
+                    let staged = tilings.next();
                     let per_key = per_key?;
                     let pairs = hp.sources.len();
                     let mut busy = TileBusy {

@@ -1,6 +1,8 @@
-//! Thread counts of the CPU paths (the cache build, the row-parallel sink)
-//! and running their workers without a panic when the OS refuses a thread.
+//! Thread counts of the CPU paths (the PSF cache build and row-parallel
+//! sink, List 1 planning) and running their workers without a panic when
+//! the OS refuses a thread.
 use crate::runtime::{Error, Result};
+use std::sync::Mutex;
 
 /// The most threads a caller may ask a CPU path for. The work is
 /// compute-bound and shared out by the caller's count, so threads beyond
@@ -44,10 +46,44 @@ pub(crate) fn run_workers(threads: usize, worker: impl Fn() + Sync) {
     });
 }
 
+/// `work` applied to every item of `items`, on up to `threads` threads
+/// through [`run_workers`] (a refused thread leaves its items to the
+/// others); the results in item order.
+pub(crate) fn map_on_threads<I: Send, R: Send>(
+    threads: usize,
+    items: Vec<I>,
+    work: impl Fn(I) -> R + Sync,
+) -> Vec<R> {
+    let n = items.len();
+    let queue = Mutex::new(items.into_iter().enumerate());
+    let results: Mutex<Vec<Option<R>>> = Mutex::new((0..n).map(|_| None).collect());
+    run_workers(threads.clamp(1, n.max(1)), || loop {
+        let next = queue.lock().unwrap_or_else(|e| e.into_inner()).next();
+        let Some((k, item)) = next else { break };
+        let r = work(item);
+        results.lock().unwrap_or_else(|e| e.into_inner())[k] = Some(r);
+    });
+    results
+        .into_inner()
+        .unwrap_or_else(|e| e.into_inner())
+        .into_iter()
+        .map(|r| r.expect("every item is taken by a worker that runs it"))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn mapped_results_come_in_item_order() {
+        for threads in [1, 3, 64] {
+            let got = map_on_threads(threads, (0..100u64).collect(), |x| x * x);
+            assert_eq!(got, (0..100u64).map(|x| x * x).collect::<Vec<_>>());
+        }
+        assert!(map_on_threads(4, Vec::<u8>::new(), |x| x).is_empty());
+    }
 
     #[test]
     fn counts_are_resolved_and_bounded() {
