@@ -46,6 +46,16 @@ pub(crate) fn run_workers(threads: usize, worker: impl Fn() + Sync) {
     });
 }
 
+/// Threads for `work` units when a thread should get at least
+/// `per_thread` of them: the machine's available parallelism, fewer for
+/// little work, at least 1.
+pub(crate) fn threads_for(work: usize, per_thread: usize) -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(work.div_ceil(per_thread.max(1)))
+        .max(1)
+}
+
 /// `work` applied to every item of `items`, on up to `threads` threads
 /// through [`run_workers`] (a refused thread leaves its items to the
 /// others); the results in item order.

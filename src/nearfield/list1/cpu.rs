@@ -37,7 +37,7 @@ use crate::nearfield::scaling::ScalingRule;
 use crate::nearfield::table::NearFieldTable;
 use crate::nearfield::tree::{BalancedTree, MAX_TREE_LEVEL};
 use crate::runtime::{Error, Result};
-use crate::threads::map_on_threads;
+use crate::threads::{map_on_threads, threads_for};
 use std::f64::consts::PI;
 
 /// Targets per thread at least when the pairs are classified: below this a
@@ -210,10 +210,7 @@ impl<'a> List1Boxes<'a> {
         // among threads; the first refusal in pair order is the one named,
         // as one thread would name it.
         let mut out = vec![0u16; self.source_boxes.len()];
-        let threads = std::thread::available_parallelism()
-            .map_or(1, |n| n.get())
-            .min(nt.div_ceil(PAIR_TARGETS_PER_THREAD))
-            .max(1);
+        let threads = threads_for(nt, PAIR_TARGETS_PER_THREAD);
         let per = nt.div_ceil(threads).max(1);
         let mut chunks = Vec::with_capacity(threads);
         let mut rest = out.as_mut_slice();

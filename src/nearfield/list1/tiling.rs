@@ -63,7 +63,7 @@ pub(crate) fn lanes_busy(pairs: usize, slots: usize) -> f64 {
     pairs as f64 / slots.max(1) as f64
 }
 
-use crate::threads::map_on_threads;
+use crate::threads::{map_on_threads, threads_for};
 
 const NONE: u32 = u32::MAX;
 
@@ -250,10 +250,7 @@ pub(crate) fn tile_targets(
     // Every target's pairs sorted by key (stable: list order within a key).
     let n_pairs = starts.last().map_or(0, |&s| s as usize);
     let mut sorted: Vec<(u32, u32)> = vec![(0, 0); n_pairs];
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(n_pairs.div_ceil(PAIRS_PER_THREAD))
-        .max(1);
+    let threads = threads_for(n_pairs, PAIRS_PER_THREAD);
     let per = n_targets.div_ceil(threads).max(1);
     let mut runs = Vec::with_capacity(threads);
     let mut rest = sorted.as_mut_slice();
@@ -342,10 +339,7 @@ pub(crate) fn tile_targets(
     // Each tile's key rows depend on that tile alone: the tiles are cut
     // into one run per thread, each run's rows built apart and appended in
     // tile order (the same rows one thread would build).
-    let threads = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(n_pairs.div_ceil(PAIRS_PER_THREAD))
-        .clamp(1, n_tiles.max(1));
+    let threads = threads_for(n_pairs, PAIRS_PER_THREAD).min(n_tiles.max(1));
     let per = n_tiles.div_ceil(threads).max(1);
     let runs: Vec<KeyRows> = map_on_threads(
         threads,
