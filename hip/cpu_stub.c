@@ -139,6 +139,11 @@ int32_t hipkern_psf_count(const double *ev, int64_t n, int32_t w, int32_t h, uin
   (void)ev; (void)n; (void)w; (void)h; (void)c; (void)rep; (void)s; NT;
 }
 
+int32_t hipkern_psf_render_direct(const double *ev, int64_t n, const hipkern_psf_moffat *psf,
+                                  double *img, int32_t w, int32_t h, uint64_t *rep, void *s) {
+  (void)ev; (void)n; (void)psf; (void)img; (void)w; (void)h; (void)rep; (void)s; NT;
+}
+
 int32_t hipkern_list1_evaluate(const hipkern_list1_table *t, const hipkern_list1_pairs *p,
                                const double *f, double *out, void *s) {
   (void)t; (void)p; (void)f; (void)out; (void)s; NT;

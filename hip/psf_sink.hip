@@ -27,21 +27,16 @@
 //     which CUDA documents are never merged into an FMA (nvcc's --fmad=true
 //     default would otherwise fuse a*b + c);
 //   - under clang HIP (AMD), whose __dmul_rn & co. are plain operators,
-//     with `#pragma clang fp contract(off)` for this file (HIP-Clang's
+//     with `#pragma clang fp contract(off)` for this file (in the header) (HIP-Clang's
 //     default -ffp-contract=fast-honor-pragmas honours it), plain operators
 //     and __builtin_sqrt, which the AMDGPU backend expands to a correctly
 //     rounded square root (no afn flag: no fast-math).
 // floor/ceil are exact everywhere. Only the order of the atomic sums into a
 // pixel differs from the CPU's.
+// (The uncontracted operations and the row ranges: hipkern_psf_support.h.)
 #include "hipkern_port.h"
 #include "hipkern.h"
-
-// nvcc (__NVCC__ is defined under hipcc on NVIDIA too) or clang HIP.
-#if defined(__NVCC__) || defined(__HIP_PLATFORM_NVIDIA__)
-#define HIPKERN_PSF_NVCC 1
-#else
-#pragma clang fp contract(off)
-#endif
+#include "hipkern_psf_support.h"
 
 namespace {
 
@@ -63,37 +58,6 @@ constexpr unsigned long long kNone = ~0ull;
 // No support from 48.5 px on fits the stamps; the check refuses supports
 // beyond this before any integer arithmetic (it keeps the row search short).
 constexpr double kMaxCachedSupport = 64.0;
-
-#if defined(HIPKERN_PSF_NVCC)
-__device__ __forceinline__ double hk_add(double a, double b) { return __dadd_rn(a, b); }
-__device__ __forceinline__ double hk_sub(double a, double b) { return __dsub_rn(a, b); }
-__device__ __forceinline__ double hk_mul(double a, double b) { return __dmul_rn(a, b); }
-__device__ __forceinline__ double hk_sqrt(double a) { return __dsqrt_rn(a); }
-#else
-__device__ __forceinline__ double hk_add(double a, double b) { return a + b; }
-__device__ __forceinline__ double hk_sub(double a, double b) { return a - b; }
-__device__ __forceinline__ double hk_mul(double a, double b) { return a * b; }
-__device__ __forceinline__ double hk_sqrt(double a) { return __builtin_sqrt(a); }
-#endif
-
-// h2 = s·s − dy·dy of row offset oy, dy = (oy + ½) − fy (support.rs row_h2).
-__device__ __forceinline__ double row_h2(double fy, double s, int64_t oy) {
-  const double dy = hk_sub(hk_add(static_cast<double>(oy), 0.5), fy);
-  return hk_sub(hk_mul(s, s), hk_mul(dy, dy));
-}
-
-// Row oy's inclusive column offsets (support.rs row_span); false when the
-// row is not in the support or its range is empty.
-__device__ __forceinline__ bool row_span(double fx, double fy, double s, int64_t oy, int64_t *lo,
-                                         int64_t *hi) {
-  const double h2 = row_h2(fy, s, oy);
-  if (!(h2 >= 0.0)) return false;  // negative or NaN
-  const double w = hk_sqrt(h2);
-  const double c = hk_sub(fx, 0.5);
-  *lo = static_cast<int64_t>(ceil(hk_sub(c, w)));
-  *hi = static_cast<int64_t>(floor(hk_add(c, w)));
-  return *lo <= *hi;
-}
 
 // The inclusive row offsets with h2 >= 0 (support.rs support_rows); s must
 // be at most kMaxCachedSupport (the loops then take a step or two).

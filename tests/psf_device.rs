@@ -85,6 +85,53 @@ fn without_a_device_the_sink_is_a_clean_error() {
         }
     }
     assert_eq!(word, u64::MAX, "a refused call wrote the report word");
+    // The direct path's entry: its PSF and sizes are checked before anything.
+    let good = hipkern_sys::hipkern_psf_moffat {
+        fwhm: 2.7,
+        beta: 4.5,
+        tail: 1e-8,
+    };
+    let bad_psfs = [
+        (0.4, 4.5, 1e-8),
+        (f64::NAN, 4.5, 1e-8),
+        (2.7, 1.05, 1e-8),
+        (2.7, 4.5, 0.6),
+        (2.7, 4.5, 0.0),
+        // beta 1.1 with tail 1e-15: a support radius beyond 1e12 px.
+        (2.7, 1.1, 1e-15),
+    ];
+    let mut direct =
+        |ev: *const f64, n: i64, psf: *const hipkern_sys::hipkern_psf_moffat, w: i32| {
+            // SAFETY: every call here is refused before any pointer is used
+            // (a null or invalid PSF, a bad size, or null device pointers).
+            unsafe {
+                hipkern_sys::hipkern_psf_render_direct(
+                    ev,
+                    n,
+                    psf,
+                    null,
+                    w,
+                    16,
+                    &mut word,
+                    std::ptr::null_mut(),
+                )
+            }
+        };
+    let ev = [0.0f64; 7];
+    for (fwhm, beta, tail) in bad_psfs {
+        let p = hipkern_sys::hipkern_psf_moffat { fwhm, beta, tail };
+        assert_eq!(
+            direct(ev.as_ptr(), 1, &p, 16),
+            expect_bad,
+            "{fwhm} {beta} {tail}"
+        );
+    }
+    assert_eq!(direct(ev.as_ptr(), 1, std::ptr::null(), 16), expect_bad);
+    assert_eq!(direct(ev.as_ptr(), -1, &good, 16), expect_bad);
+    assert_eq!(direct(ev.as_ptr(), 1, &good, 0), expect_bad);
+    // Events to add but a null image.
+    assert_eq!(direct(ev.as_ptr(), 1, &good, 16), expect_bad);
+    assert_eq!(word, u64::MAX, "a refused call wrote the report word");
 }
 
 // ---- GPU ----------------------------------------------------------------
@@ -315,4 +362,188 @@ fn gpu_several_calls_fresh_random_events_and_an_upload_round_trip() {
         &dev.finish().unwrap(),
         cpu.image(),
     );
+}
+
+/// Events for the direct path only (none fits the cache) on a `w × h`
+/// image: supports 48–400 px at random positions (centres up to 100 px
+/// beyond the edges), pairs at one position (their order matters), one
+/// whose support covers the whole image many times over, one off the image
+/// whose wings reach in, one wholly outside.
+fn direct_events(rng: &mut Rng, n: usize, w: usize, h: usize) -> Vec<StarEvent> {
+    let u = |rng: &mut Rng| 0.5 * (rng.uniform_pm1() + 1.0);
+    let mut ev: Vec<StarEvent> = (0..n)
+        .map(|_| StarEvent {
+            x: -100.0 + u(rng) * (w as f64 + 200.0),
+            y: -100.0 + u(rng) * (h as f64 + 200.0),
+            flux: 10f64.powf(4.0 * u(rng)),
+            r: u(rng),
+            g: u(rng),
+            b: u(rng),
+            support: 48.0 + u(rng) * 352.0,
+        })
+        .collect();
+    let twin = StarEvent { flux: 7.0, ..ev[0] };
+    ev.push(twin);
+    ev.push(StarEvent {
+        x: 0.5 * w as f64 + 0.25,
+        y: 0.5 * h as f64 - 0.125,
+        support: 1e6,
+        ..ev[1]
+    });
+    ev.push(StarEvent {
+        x: -90.0,
+        y: 0.3 * h as f64,
+        support: 120.0,
+        ..ev[2]
+    });
+    ev.push(StarEvent {
+        x: w as f64 + 500.0,
+        y: -500.0,
+        support: 200.0,
+        ..ev[3]
+    });
+    ev
+}
+
+#[test]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_direct_path_matches_the_cpu_value_by_value() {
+    // The device renders the direct path (hipkern_psf_render_direct): the
+    // CPU's pixels and float64 steps, the device's pow. On a random
+    // nonzero image, so the adds land on values; every value checked.
+    let d = gpu();
+    let seed = Rng::from_clock().next_u64();
+    eprintln!("seed {seed:#x}");
+    let mut rng = Rng::new(seed);
+    let (w, h) = (517, 389); // partial 16 × 16 tiles on both edges
+    let start: Vec<f64> = (0..w * h * 3).map(|_| 1.0 + rng.uniform_pm1()).collect();
+    let start = HdrImage::from_data(w, h, start).unwrap();
+    let mut events = direct_events(&mut rng, 40, w, h);
+    // A cached event among them: the order across both paths holds.
+    events.insert(
+        5,
+        StarEvent {
+            x: 100.3,
+            y: 200.7,
+            flux: 50.0,
+            r: 1.0,
+            g: 0.5,
+            b: 0.25,
+            support: 20.0,
+        },
+    );
+    let mut dev = DeviceSink::new(&d, cache(), w, h).unwrap();
+    dev.upload_image(&start).unwrap();
+    let mut cpu = CpuSink::with_image(cache(), start.clone(), 0).unwrap();
+    let nd = dev.accumulate_routed(&events).unwrap();
+    assert_eq!(nd, cpu.accumulate_routed(&events).unwrap());
+    assert_eq!(nd, events.len() - 1);
+    assert_eq!(dev.stats(), cpu.stats());
+    let st = dev.stats();
+    assert!(st.direct >= 20 && st.outside >= 1, "{st:?}");
+    let got = dev.finish().unwrap();
+    let (g, c, s0) = (got.data(), cpu.image().data(), start.data());
+    let (mut worst, mut changed) = (0.0f64, 0usize);
+    for i in 0..g.len() {
+        if c[i].to_bits() == s0[i].to_bits() {
+            // Untouched by the CPU: untouched (bitwise) on the device.
+            assert_eq!(
+                g[i].to_bits(),
+                s0[i].to_bits(),
+                "value {i}: {} vs {}",
+                g[i],
+                s0[i]
+            );
+            continue;
+        }
+        changed += 1;
+        let rel = (g[i] - c[i]).abs() / c[i].abs();
+        worst = worst.max(rel);
+        assert!(
+            rel <= 1e-13,
+            "value {i} (pixel {}): device {} cpu {} rel {rel:e}",
+            i / 3,
+            g[i],
+            c[i]
+        );
+    }
+    eprintln!(
+        "{changed} of {} values changed; worst relative difference {worst:e}",
+        g.len()
+    );
+    assert!(
+        changed > g.len() / 2,
+        "the whole-image event touched every pixel"
+    );
+    // Same inputs, same bits: no atomics on the device.
+    let mut again = DeviceSink::new(&d, cache(), w, h).unwrap();
+    again.upload_image(&start).unwrap();
+    again.accumulate_routed(&events).unwrap();
+    assert_eq!(bits(&again.finish().unwrap()), bits(&got));
+}
+
+#[test]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_direct_entry_point_refuses_a_bad_event_and_adds_nothing() {
+    // Through the C ABI (the safe sink checks on the host first): the
+    // device's check names the first bad event, and nothing is added.
+    let d = gpu();
+    let stream = d.new_stream().unwrap();
+    let (w, h) = (64usize, 48usize);
+    let mut rng = Rng::new(0x5EED_D1EC);
+    let good = direct_events(&mut rng, 6, w, h);
+    let poison: Vec<f64> = (0..w * h * 3).map(|i| i as f64 * 0.5).collect();
+    let mut image = d.htod_copy(&poison).unwrap();
+    let psf = hipkern_sys::hipkern_psf_moffat {
+        fwhm: 2.7,
+        beta: 4.5,
+        tail: 1e-8,
+    };
+    type Spoil = fn(&mut StarEvent);
+    let bads: [(usize, Spoil); 4] = [
+        (3, |e| e.support = 2e12),
+        (1, |e| e.flux = -1.0),
+        (4, |e| e.x = f64::INFINITY),
+        (0, |e| e.support = 0.0),
+    ];
+    for (at, spoil) in bads {
+        let mut ev = good.clone();
+        spoil(&mut ev[at]);
+        // A second bad one later: the first is named.
+        ev[5].b = f64::NAN;
+        let flat: Vec<f64> = ev.iter().flat_map(|e| e.to_array()).collect();
+        let events = d.htod_copy(&flat).unwrap();
+        let mut report = d.htod_copy(&[u64::MAX]).unwrap();
+        // SAFETY: events holds ev.len()·7 float64, image w·h·3 float64,
+        // report one word, all on this device; the stream is this device's.
+        let rc = unsafe {
+            hipkern_sys::hipkern_psf_render_direct(
+                events.as_ptr(),
+                ev.len() as i64,
+                &psf,
+                image.as_mut_ptr(),
+                w as i32,
+                h as i32,
+                report.as_mut_ptr(),
+                stream.as_raw(),
+            )
+        };
+        assert_eq!(rc, hipkern_sys::HIPKERN_SUCCESS as i32);
+        stream.synchronize().unwrap();
+        assert_eq!(report.to_vec().unwrap(), vec![at as u64]);
+        let after = image.to_vec().unwrap();
+        assert!(
+            after
+                .iter()
+                .zip(&poison)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "a refused call changed the image"
+        );
+    }
 }

@@ -445,6 +445,51 @@ int32_t hipkern_psf_tile_accumulate(const double *stamps, int32_t phases, double
 int32_t hipkern_psf_count(const double *events, int64_t n_events, int32_t width, int32_t height,
                           uint64_t *counters, const uint64_t *report, void *stream);
 
+/* ---- PSF sink: the direct path (docs/design/psf.md#direct-path) ------------ */
+/** Largest support the direct path takes, pixels (offsets stay exact in float64). */
+#define HIPKERN_PSF_MAX_DIRECT_SUPPORT 1e12
+
+/** A circular Moffat PSF of unit flux (src/psf/model.rs: MoffatPsf). */
+typedef struct hipkern_psf_moffat {
+  /** Full width at half maximum, pixels, 0.5..=1000. */
+  double fwhm;
+  /** Moffat exponent, 1.1..=100. */
+  double beta;
+  /** Flux fraction outside the support radius, 1e-15..=0.5. */
+  double tail;
+} hipkern_psf_moffat;
+
+/**
+ * The direct path: adds n_events star events of any support (up to
+ * HIPKERN_PSF_MAX_DIRECT_SUPPORT, so also those the stamps cannot hold)
+ * into the image without the cache. Each support pixel (the same pixels
+ * as hipkern_psf_splat_atomic's rule, clipped to the image) gets the PSF
+ * integrated over it by tensor Gauss-Legendre (8, 6 or 4 nodes per axis
+ * as the pixel's nearest point lies within 4 px, 12 px or beyond:
+ * MoffatPsf::pixel_integral) at the pixel centre relative to the event,
+ * times flux*r, flux*g, flux*b. One thread per pixel adds the events in
+ * their order (no atomics): the result is the same bits on every run, and
+ * the float64 CPU reference's up to the device's pow (a few ulp per
+ * value).
+ *
+ * events: n_events x 7 float64 (as hipkern_psf_splat_atomic), device.
+ * psf: host memory, read during the call. HIPKERN_ERROR_INVALID_ARGUMENT
+ *   for a field out of its range (or not finite).
+ * image: height x width x 3 float64, device; added to.
+ * report: as hipkern_psf_splat_atomic's. A first kernel checks every event
+ *   (fields finite, flux and colours >= 0, 0 < support <=
+ *   HIPKERN_PSF_MAX_DIRECT_SUPPORT) and atomicMin's the index of each bad
+ *   one into it; the render then adds nothing.
+ *
+ * n_events == 0 is a no-op. Work grows with the image's 16 x 16 tiles
+ * times the events (each tile skips an event whose support misses it) plus
+ * the support pixels: meant for the few large events of a frame.
+ * Asynchronous on `stream`; no host allocation, no synchronization.
+ */
+int32_t hipkern_psf_render_direct(const double *events, int64_t n_events,
+                                  const hipkern_psf_moffat *psf, double *image, int32_t width,
+                                  int32_t height, uint64_t *report, void *stream);
+
 /* ---- PSF producers (docs/design/psf.md#producers) ----------------------- */
 /*
  * Many threads feeding the atomic splat (a C/OpenMP renderer: one producer

@@ -15,6 +15,7 @@ pub const HIPKERN_PSF_DIRECT_TASK: u32 = 4294967295;
 pub const HIPKERN_PSF_CENTRE_TILE: u32 = 32;
 pub const HIPKERN_PSF_MAX_CHUNK_EVENTS: u32 = 16384;
 pub const HIPKERN_PSF_PREPARED_EVENT_BYTES: u32 = 280;
+pub const HIPKERN_PSF_MAX_DIRECT_SUPPORT: f64 = 1000000000000.0;
 pub const HIPKERN_LIST1_MAX_TRANSFORMS: u32 = 48;
 pub const HIPKERN_LIST1_MAX_LEVELS: u32 = 32;
 pub const HIPKERN_LIST1_GROUPED_MAX_MODES: u32 = 64;
@@ -536,6 +537,41 @@ unsafe extern "C" {
         height: i32,
         counters: *mut u64,
         report: *const u64,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
+#[doc = " A circular Moffat PSF of unit flux (src/psf/model.rs: MoffatPsf)."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_psf_moffat {
+    #[doc = " Full width at half maximum, pixels, 0.5..=1000."]
+    pub fwhm: f64,
+    #[doc = " Moffat exponent, 1.1..=100."]
+    pub beta: f64,
+    #[doc = " Flux fraction outside the support radius, 1e-15..=0.5."]
+    pub tail: f64,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_psf_moffat"][::core::mem::size_of::<hipkern_psf_moffat>() - 24usize];
+    ["Alignment of hipkern_psf_moffat"][::core::mem::align_of::<hipkern_psf_moffat>() - 8usize];
+    ["Offset of field: hipkern_psf_moffat::fwhm"]
+        [::core::mem::offset_of!(hipkern_psf_moffat, fwhm) - 0usize];
+    ["Offset of field: hipkern_psf_moffat::beta"]
+        [::core::mem::offset_of!(hipkern_psf_moffat, beta) - 8usize];
+    ["Offset of field: hipkern_psf_moffat::tail"]
+        [::core::mem::offset_of!(hipkern_psf_moffat, tail) - 16usize];
+};
+unsafe extern "C" {
+    #[doc = " The direct path: adds n_events star events of any support (up to\n HIPKERN_PSF_MAX_DIRECT_SUPPORT, so also those the stamps cannot hold)\n into the image without the cache. Each support pixel (the same pixels\n as hipkern_psf_splat_atomic's rule, clipped to the image) gets the PSF\n integrated over it by tensor Gauss-Legendre (8, 6 or 4 nodes per axis\n as the pixel's nearest point lies within 4 px, 12 px or beyond:\n MoffatPsf::pixel_integral) at the pixel centre relative to the event,\n times flux*r, flux*g, flux*b. One thread per pixel adds the events in\n their order (no atomics): the result is the same bits on every run, and\n the float64 CPU reference's up to the device's pow (a few ulp per\n value).\n\n events: n_events x 7 float64 (as hipkern_psf_splat_atomic), device.\n psf: host memory, read during the call. HIPKERN_ERROR_INVALID_ARGUMENT\n   for a field out of its range (or not finite).\n image: height x width x 3 float64, device; added to.\n report: as hipkern_psf_splat_atomic's. A first kernel checks every event\n   (fields finite, flux and colours >= 0, 0 < support <=\n   HIPKERN_PSF_MAX_DIRECT_SUPPORT) and atomicMin's the index of each bad\n   one into it; the render then adds nothing.\n\n n_events == 0 is a no-op. Work grows with the image's 16 x 16 tiles\n times the events (each tile skips an event whose support misses it) plus\n the support pixels: meant for the few large events of a frame.\n Asynchronous on `stream`; no host allocation, no synchronization."]
+    pub fn hipkern_psf_render_direct(
+        events: *const f64,
+        n_events: i64,
+        psf: *const hipkern_psf_moffat,
+        image: *mut f64,
+        width: i32,
+        height: i32,
+        report: *mut u64,
         stream: *mut ::core::ffi::c_void,
     ) -> i32;
 }

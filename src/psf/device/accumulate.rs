@@ -7,7 +7,7 @@ use super::{DeviceSink, ScratchUsage, SinkTimings};
 use crate::host_memory::filled_vec;
 use crate::psf::event::StarEvent;
 use crate::psf::image::HdrImage;
-use crate::psf::reference::{check_routed, render_direct, SinkStats};
+use crate::psf::reference::{check_routed, event_contributions, SinkStats};
 use crate::psf::support::{anchor_phase, support_box};
 use crate::psf::{PsfCache, CACHE_RADIUS, CHUNK_EVENTS};
 use crate::runtime::{Error, Result};
@@ -59,11 +59,14 @@ impl DeviceSink {
     }
 
     /// Like [`DeviceSink::accumulate`], but events that do not fit the cache
-    /// go by the direct path (`docs/design/psf.md#direct-path`, mid-stream): per chunk,
-    /// the fitting events go to the device in order; then, if the chunk has
-    /// others, the sink synchronizes, downloads the image, renders them
-    /// with [`render_direct`] on the host (in order), and uploads it again.
-    /// The order of [`CpuSink::accumulate_routed`](crate::psf::CpuSink::accumulate_routed).
+    /// go by the direct path (`docs/design/psf.md#direct-path`): per chunk,
+    /// the fitting events go to the device in order, then the others are
+    /// rendered on the device from the PSF's pixel integrals
+    /// (`hipkern_psf_render_direct`, in order, after the chunk's splat) —
+    /// the order of [`CpuSink::accumulate_routed`](crate::psf::CpuSink::accumulate_routed),
+    /// and its values to a few ulp (the device's `pow`; the rest is the
+    /// CPU's float64 arithmetic). No synchronization per chunk beyond the
+    /// mode's own.
     /// Every event of the call is validated first (fields, and a support of
     /// at most [`MAX_DIRECT_SUPPORT`](crate::psf::MAX_DIRECT_SUPPORT)); a bad one is the error, naming its
     /// index, and nothing is accumulated. Returns how many went directly.
@@ -83,18 +86,21 @@ impl DeviceSink {
             }
             self.host_stats.chunks += 1;
             if !direct.is_empty() {
-                let mut host = match self.host.take() {
-                    Some(h) => h,
-                    None => HdrImage::new(self.width, self.height)?,
-                };
-                self.download(host.data_mut())?;
-                let d = render_direct(self.cache.psf(), &direct, &mut host)?;
-                self.upload(host.data())?;
-                self.host = Some(host);
+                // Counted on the host (the device renders; the support
+                // contract gives the same pixels).
+                for e in &direct {
+                    match event_contributions(e, self.width, self.height) {
+                        0 => self.host_stats.outside += 1,
+                        n => {
+                            self.host_stats.direct += 1;
+                            self.host_stats.contributions += n;
+                        }
+                    }
+                }
+                self.launch_direct(&direct).inspect_err(|_| {
+                    let _ = self.sync();
+                })?;
                 self.host_stats.events += direct.len() as u64;
-                self.host_stats.direct += d.rendered;
-                self.host_stats.outside += d.outside;
-                self.host_stats.contributions += d.contributions;
                 n_direct += direct.len();
             }
         }

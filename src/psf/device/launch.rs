@@ -135,6 +135,46 @@ impl DeviceSink {
         Ok(())
     }
 
+    /// Queues the direct path for `events` (validated by `check_routed`, at
+    /// most [`CHUNK_EVENTS`]): staged like a chunk, then
+    /// `hipkern_psf_render_direct` on the compute stream, after the work
+    /// queued before it.
+    pub(super) fn launch_direct(&mut self, events: &[StarEvent]) -> Result<()> {
+        let slot = self.stage(events)?;
+        let psf = self.cache.psf();
+        let moffat = sys::hipkern_psf_moffat {
+            fwhm: psf.fwhm,
+            beta: psf.beta,
+            tail: psf.tail,
+        };
+        let start = self.mark()?;
+        let _scope = self.device.enter()?;
+        let events_ptr = self.slots[slot].events.as_ptr();
+        // SAFETY: `events_ptr` holds len·7 float64 of these events (uploaded
+        // before this stream's kernels, by the wait in `stage`), `image`
+        // width·height·3 float64 and `words` WORDS words (verdict at
+        // REPORT), all on this device, and the stream is the sink's; the
+        // entry point checks every event on the device before it adds
+        // anything, and the pixels it writes are the image's own.
+        let rc = unsafe {
+            sys::hipkern_psf_render_direct(
+                events_ptr,
+                events.len() as i64,
+                &moffat,
+                self.image.as_mut_ptr(),
+                self.width as i32,
+                self.height as i32,
+                self.words.as_mut_ptr().add(REPORT),
+                self.stream.as_raw(),
+            )
+        };
+        let result = check("hipkern_psf_render_direct", rc)
+            .and_then(|()| self.close(ChunkStage::Direct, start));
+        self.slots[slot].consumed.record(&self.stream)?;
+        self.slots[slot].used = true;
+        result
+    }
+
     /// One chunk of a tile mode or the adaptive mode.
     fn tile_chunk(&mut self, slot: usize, chunk: &[StarEvent], first: usize) -> Result<()> {
         let device_lists = self.binning == Binning::Device;

@@ -75,7 +75,6 @@ pub use options::{
 };
 pub use records::{ChunkMode, ChunkRecord, SinkTimings};
 
-use super::image::HdrImage;
 use super::reference::SinkStats;
 use super::PsfCache;
 use crate::runtime::{Device, DeviceBuffer, Result, Stream};
@@ -111,8 +110,6 @@ pub struct DeviceSink {
     scratch: Option<TileScratch>,
     slots: [Slot; 2],
     next: usize,
-    /// The direct path's host image, allocated on first use.
-    host: Option<HdrImage>,
     /// [`DeviceSink::finish_pinned`]'s image, allocated on first use.
     pinned_image: Option<Pinned>,
     /// What the host counts itself: events, chunks, the direct path.

@@ -260,7 +260,6 @@ impl DeviceSinkBuilder {
             scratch,
             slots,
             next: 0,
-            host: None,
             pinned_image: None,
             host_stats: SinkStats::default(),
             counter_offset: [0; 3],

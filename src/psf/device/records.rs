@@ -47,6 +47,8 @@ pub struct SinkTimings {
     pub accumulate_ms: f64,
     /// Atomic splats (and their contribution counts), ms.
     pub atomic_ms: f64,
+    /// The direct path's renders (events too large for the cache), ms.
+    pub direct_ms: f64,
 }
 
 /// Pending device-event pairs of the profile, and what they summed to.
@@ -62,6 +64,7 @@ pub(super) enum ChunkStage {
     Bin,
     Accumulate,
     Atomic,
+    Direct,
 }
 
 impl DeviceSink {
@@ -103,6 +106,7 @@ impl DeviceSink {
                 ChunkStage::Bin => p.timings.bin_ms += ms,
                 ChunkStage::Accumulate => p.timings.accumulate_ms += ms,
                 ChunkStage::Atomic => p.timings.atomic_ms += ms,
+                ChunkStage::Direct => p.timings.direct_ms += ms,
             }
             p.spare.push(a);
             p.spare.push(b);
