@@ -8,8 +8,13 @@
 //!   memory (`finish_pinned`), host clock; 2 warm-ups, median of 15 (the
 //!   image is reset between runs, untimed);
 //! - kernels: the same replay with device-event profiling (`profile`):
-//!   binning pass, tile accumulation, atomic splats, and host binning (wall
-//!   clock) summed over the chunks; median of 15;
+//!   binning pass, tile accumulation, atomic splats, the direct path's
+//!   renders, and host binning (wall clock) summed over the chunks; median
+//!   of 15;
+//! - for a fixture with events too large for the cache (boundary), the
+//!   wall time of the same replay less those events (the cached ones
+//!   alone, through `accumulate`), and the ratio: what the direct path
+//!   costs a frame;
 //! - the image checked once against the row-parallel CPU float64 sink
 //!   (the acceptance of docs/design/psf.md#acceptance), stats compared exactly;
 //! - scratch: the peak bytes per buffer; the chunks' modes and centre-tile
@@ -55,6 +60,9 @@ fn replay(sink: &mut DeviceSink, events: &[StarEvent], routed: bool) {
 struct Row {
     wall: (f64, f64, f64),
     kernels: f64,
+    /// Routed fixtures: the wall time of the same replay without the
+    /// direct path's events (the cached ones alone), ms.
+    wall_cached: Option<f64>,
 }
 
 fn main() {
@@ -111,6 +119,12 @@ fn main() {
     for name in FIXTURE_NAMES {
         let f = fixtures::fixture(name).unwrap();
         let routed = !f.events.iter().all(|e| PsfCache::fits(e.x, e.y, e.support));
+        let cached_only: Vec<StarEvent> = f
+            .events
+            .iter()
+            .filter(|e| PsfCache::fits(e.x, e.y, e.support))
+            .copied()
+            .collect();
         let mut cpu = CpuSink::parallel(cache.clone(), f.width, f.height, 0).unwrap();
         cpu.accumulate_routed(&f.events).unwrap();
         let contributions = cpu.stats().contributions;
@@ -166,6 +180,20 @@ fn main() {
                     wall.push(t0.elapsed().as_secs_f64() * 1e3);
                 }
             }
+            // Routed fixtures: the same replay less the direct path's events.
+            let wall_cached = routed.then(|| {
+                let mut w = Vec::new();
+                for i in 0..WARMUP + REPS {
+                    sink.reset().unwrap();
+                    let t0 = Instant::now();
+                    sink.accumulate(&cached_only).unwrap();
+                    sink.finish_pinned().unwrap();
+                    if i >= WARMUP {
+                        w.push(t0.elapsed().as_secs_f64() * 1e3);
+                    }
+                }
+                median(w).0
+            });
             // The pinned download alone (nothing queued before it).
             let mut dl = Vec::new();
             for _ in 0..5 {
@@ -190,7 +218,9 @@ fn main() {
                 prof.sync().unwrap();
                 let t = prof.timings().unwrap();
                 if i >= WARMUP {
-                    kern.push(t.bin_ms + t.accumulate_ms + t.atomic_ms + t.host_binning_ms);
+                    kern.push(
+                        t.bin_ms + t.accumulate_ms + t.atomic_ms + t.host_binning_ms + t.direct_ms,
+                    );
                     timings.push(t);
                 }
             }
@@ -199,6 +229,7 @@ fn main() {
             let row = Row {
                 wall: median(wall),
                 kernels: k_med,
+                wall_cached,
             };
             let at = rows.first().map(|(_, r)| (r.wall.0, r.kernels));
             let (rw, rk) = at.map_or((1.0, 1.0), |(w, k)| (row.wall.0 / w, row.kernels / k));
@@ -236,6 +267,14 @@ fn main() {
                 count(ChunkMode::Tile32),
                 density.join(" ")
             );
+            if let Some(wc) = row.wall_cached {
+                println!(
+                    "{label:<13} direct path: {:.3} ms of kernels; wall {:.3} ms against {wc:.3} ms for the cached events alone: {:.3}x",
+                    t.direct_ms,
+                    row.wall.0,
+                    row.wall.0 / wc
+                );
+            }
             rows.push((label, row));
         }
         let get = |l: &str| rows.iter().find(|(n, _)| *n == l).unwrap().1.wall.0;
