@@ -20,8 +20,9 @@
 //! - scratch: the peak bytes per buffer; the chunks' modes and centre-tile
 //!   densities (events per occupied 32×32 centre tile).
 //!
-//! Also: the pinned download of the image alone, and the device's copy
-//! bandwidth. Ratios against atomic (the peer) are from the same run.
+//! Also: the pinned download of the image alone, the device's copy
+//! bandwidth, and a stream of frames with waited against overlapped
+//! downloads (`end_frame`). Ratios against atomic (the peer) are from the same run.
 use hipkern::psf::fixtures::{self, FIXTURE_NAMES};
 use hipkern::psf::{
     AdaptiveThresholds, Binning, ChunkMode, CpuSink, DeviceSink, MoffatPsf, PsfCache, SinkMode,
@@ -289,4 +290,67 @@ fn main() {
             (f.width * f.height * 24) as f64 / (download_ms * 1e-3) / 1e9
         );
     }
+    for name in ["dense", "ordinary"] {
+        frames(&device, &cache, name);
+    }
+}
+
+/// A renderer's stream of frames (the fixture's events each frame, tile32):
+/// each frame downloaded and waited for before the next (`finish_pinned`,
+/// then `reset`), against `end_frame`, whose download runs beside the next
+/// frame's work (each frame read with `ended_frame` before the next ends).
+/// Per-frame wall time, median of 5 runs of FRAMES frames; the frames of
+/// both loops compared bitwise.
+fn frames(device: &Device, cache: &Arc<PsfCache>, name: &str) {
+    const FRAMES: usize = 8;
+    let f = fixtures::fixture(name).unwrap();
+    let mut sink = DeviceSink::builder(device, cache.clone(), f.width, f.height)
+        .mode(SinkMode::Tile32)
+        .build()
+        .unwrap();
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<u64>>();
+    let (mut serial, mut overlapped) = (Vec::new(), Vec::new());
+    // Each frame is only touched (one value read) inside the timed loops;
+    // the last frame of each loop is kept for the bitwise comparison.
+    let (mut last_serial, mut last_overlapped) = (Vec::new(), Vec::new());
+    for run in 0..WARMUP + 5 {
+        sink.reset().unwrap();
+        let t0 = Instant::now();
+        for k in 0..FRAMES {
+            sink.accumulate(&f.events).unwrap();
+            std::hint::black_box(sink.finish_pinned().unwrap()[0]);
+            if k < FRAMES - 1 {
+                sink.reset().unwrap();
+            }
+        }
+        let ts = t0.elapsed().as_secs_f64() * 1e3 / FRAMES as f64;
+        // The last frame is still the device image (not reset).
+        last_serial = sink.finish_pinned().unwrap().to_vec();
+        sink.reset().unwrap();
+        let t0 = Instant::now();
+        for k in 0..FRAMES {
+            sink.accumulate(&f.events).unwrap();
+            if k > 0 {
+                std::hint::black_box(sink.ended_frame().unwrap()[0]);
+            }
+            sink.end_frame().unwrap();
+        }
+        std::hint::black_box(sink.ended_frame().unwrap()[0]);
+        let to = t0.elapsed().as_secs_f64() * 1e3 / FRAMES as f64;
+        last_overlapped = sink.ended_frame().unwrap().to_vec();
+        if run >= WARMUP {
+            serial.push(ts);
+            overlapped.push(to);
+        }
+    }
+    let (s, o) = (median(serial).0, median(overlapped).0);
+    println!(
+        "\nframes ({name}, tile32, {FRAMES} a run, median of 5): waited download {s:.3} ms/frame, overlapped (end_frame) {o:.3} ms/frame: {:.3}x; frames equal bitwise: {}",
+        s / o,
+        if bits(&last_serial) == bits(&last_overlapped) {
+            "yes"
+        } else {
+            "NO"
+        }
+    );
 }

@@ -425,3 +425,94 @@ fn gpu_scratch_capacity_refusals_leave_the_image_and_the_sink_usable() {
         .build()
         .unwrap();
 }
+
+#[test]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_frames_end_without_waiting_and_equal_one_frame_sinks() {
+    // A stream of frames through end_frame / ended_frame: each frame is read
+    // while the next one accumulates, and equals (bitwise: tile32 is
+    // deterministic for a chunking) what a sink given that frame alone
+    // finishes with; the image after end_frame is black.
+    let d = gpu();
+    let seed = Rng::from_clock().next_u64();
+    eprintln!("seed {seed:#x}");
+    let mut rng = Rng::new(seed);
+    let (w, h) = (700, 500);
+    let frames: Vec<Vec<StarEvent>> = (0..4)
+        .map(|k| {
+            let mut ev = spread(&mut rng, 3_000 + 1_000 * k, w, h);
+            ev.extend(crowd(&mut rng, 2_000, 350.0, 250.0, 40.0));
+            if k == 2 {
+                // One frame with an event for the direct path.
+                ev.push(StarEvent {
+                    support: 90.0,
+                    ..ev[0]
+                });
+            }
+            ev
+        })
+        .collect();
+    let mut one = sink(&d, w, h, SinkMode::Tile32, Binning::Device);
+    let mut want = Vec::new();
+    for ev in &frames {
+        one.reset().unwrap();
+        feed(&mut one, ev);
+        want.push(bits(&one.finish().unwrap()));
+    }
+    let mut cpu = CpuSink::parallel(cache(), w, h, 0).unwrap();
+    cpu.accumulate(&frames[0]).unwrap();
+
+    let mut dev = sink(&d, w, h, SinkMode::Tile32, Binning::Device);
+    let err = dev.ended_frame().unwrap_err();
+    assert!(err.to_string().contains("no frame"), "{err}");
+    for (k, ev) in frames.iter().enumerate() {
+        feed(&mut dev, ev);
+        if k > 0 {
+            let got: Vec<u64> = dev
+                .ended_frame()
+                .unwrap()
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            assert!(got == want[k - 1], "frame {} differs", k - 1);
+            if k == 1 {
+                let img =
+                    hipkern::psf::HdrImage::from_data(w, h, dev.ended_frame().unwrap().to_vec())
+                        .unwrap();
+                check("frame 0 against the CPU", &img, cpu.image());
+            }
+        }
+        dev.end_frame().unwrap();
+    }
+    let last: Vec<u64> = dev
+        .ended_frame()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
+    assert!(last == want[3], "frame 3 differs");
+    assert_eq!(dev.frames_ended(), 4);
+    assert!(
+        dev.finish()
+            .unwrap()
+            .data()
+            .iter()
+            .all(|v| v.to_bits() == 0),
+        "the image after end_frame is not black"
+    );
+    // Two frames ended without a read between: the second replaces the first.
+    feed(&mut dev, &frames[1]);
+    dev.end_frame().unwrap();
+    feed(&mut dev, &frames[2]);
+    dev.end_frame().unwrap();
+    let got: Vec<u64> = dev
+        .ended_frame()
+        .unwrap()
+        .iter()
+        .map(|v| v.to_bits())
+        .collect();
+    assert!(got == want[2], "the later of two unread frames");
+}

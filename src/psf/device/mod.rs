@@ -8,8 +8,11 @@
 //! [`super::support`], evaluated on the device with the same correctly
 //! rounded float64 operations in the same order, never contracted into
 //! fused multiply-adds), the same blend weights and blended value, the same
-//! colour products. Only the order in which a pixel's contributions are
-//! summed may differ, so images agree within the acceptance's tolerances
+//! colour products; the direct path's pixel integrals
+//! (`hipkern_psf_render_direct`) take the CPU's steps too, with the
+//! device's `pow`. So only the order in which a pixel's contributions are
+//! summed, and the last bits of direct-path values, may differ: images
+//! agree within the acceptance's tolerances
 //! (`docs/design/psf.md#acceptance`):
 //!
 //! - `atomic` (`hipkern_psf_splat_atomic`): float64 atomics into the image;
@@ -57,7 +60,9 @@
 //! `consumed` (the copy stream waits on it before overwriting the device
 //! buffer). The tile modes wait for each chunk's binning pass (its totals
 //! decide the launch size, the capacity check and the adaptive choice).
-//! Every host↔device copy of the image is ordered on the compute stream.
+//! Every host↔device copy of the image is ordered on the compute stream,
+//! except a frame's download ([`DeviceSink::end_frame`]): it reads a device
+//! copy of the image on a stream of its own, beside the next frame's work.
 //!
 //! Every call makes the sink's device current for its own length and
 //! restores the caller's current device (see [`crate::runtime`]).
@@ -65,6 +70,7 @@
 //! [`CHUNK_EVENTS`]: super::CHUNK_EVENTS
 //! [`Error::ScratchExceeded`]: crate::Error::ScratchExceeded
 mod accumulate;
+mod frames;
 mod launch;
 mod options;
 mod records;
@@ -112,6 +118,8 @@ pub struct DeviceSink {
     next: usize,
     /// [`DeviceSink::finish_pinned`]'s image, allocated on first use.
     pinned_image: Option<Pinned>,
+    /// [`DeviceSink::end_frame`]'s buffers, allocated on first use.
+    frames: Option<frames::Frames>,
     /// What the host counts itself: events, chunks, the direct path.
     host_stats: SinkStats,
     /// Device counts of refused chunks and of the time before the last
@@ -249,6 +257,9 @@ impl Drop for DeviceSink {
             if let Err(e) = s.synchronize() {
                 self.device.record_free_error(e);
             }
+        }
+        if let Some(Err(e)) = self.frames.as_ref().map(|f| f.synchronize()) {
+            self.device.record_free_error(e);
         }
     }
 }

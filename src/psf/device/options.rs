@@ -261,6 +261,7 @@ impl DeviceSinkBuilder {
             slots,
             next: 0,
             pinned_image: None,
+            frames: None,
             host_stats: SinkStats::default(),
             counter_offset: [0; 3],
             last_counters: [0; 3],
