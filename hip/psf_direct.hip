@@ -163,8 +163,18 @@ __global__ void __launch_bounds__(kTileThreads)
   }
 }
 
+// Host code: the file's clang pragma covers it under clang (HIP); under
+// nvcc the host compiler is gcc, whose C++ default contracts a*b + c into
+// an FMA where the target has one (not x86-64's baseline, but aarch64):
+// turned off here, so the constants are HalfRule::new's and alpha()'s bits.
+#if defined(__GNUC__) && !defined(__clang__)
+#define HIPKERN_HOST_NO_CONTRACT __attribute__((optimize("fp-contract=off")))
+#else
+#define HIPKERN_HOST_NO_CONTRACT
+#endif
+
 // HalfRule::new on the host, the same operations in the same order.
-void half_rule(int n, double *nodes, double *weights) {
+HIPKERN_HOST_NO_CONTRACT void half_rule(int n, double *nodes, double *weights) {
   for (int k = 0; k < n / 2; ++k) {
     double x = std::cos(kPi * (static_cast<double>(k) + 0.75) / (static_cast<double>(n) + 0.5));
     double dp = 1.0;
@@ -189,7 +199,7 @@ void half_rule(int n, double *nodes, double *weights) {
 bool in_range(double v, double lo, double hi) { return std::isfinite(v) && v >= lo && v <= hi; }
 
 // MoffatPsf::validate's ranges and support limit, then the constants.
-bool direct_model(const hipkern_psf_moffat &p, DirectModel *m) {
+HIPKERN_HOST_NO_CONTRACT bool direct_model(const hipkern_psf_moffat &p, DirectModel *m) {
   if (!in_range(p.fwhm, 0.5, 1000.0) || !in_range(p.beta, 1.1, 100.0) ||
       !in_range(p.tail, 1e-15, 0.5))
     return false;

@@ -118,19 +118,26 @@ fn without_a_device_the_sink_is_a_clean_error() {
             }
         };
     let ev = [0.0f64; 7];
+    // With no events, only the PSF (or a size) can make a call fail.
     for (fwhm, beta, tail) in bad_psfs {
         let p = hipkern_sys::hipkern_psf_moffat { fwhm, beta, tail };
         assert_eq!(
-            direct(ev.as_ptr(), 1, &p, 16),
+            direct(ev.as_ptr(), 0, &p, 16),
             expect_bad,
             "{fwhm} {beta} {tail}"
         );
     }
-    assert_eq!(direct(ev.as_ptr(), 1, std::ptr::null(), 16), expect_bad);
+    assert_eq!(direct(ev.as_ptr(), 0, std::ptr::null(), 16), expect_bad);
     assert_eq!(direct(ev.as_ptr(), -1, &good, 16), expect_bad);
-    assert_eq!(direct(ev.as_ptr(), 1, &good, 0), expect_bad);
+    assert_eq!(direct(ev.as_ptr(), 0, &good, 0), expect_bad);
     // Events to add but a null image.
     assert_eq!(direct(ev.as_ptr(), 1, &good, 16), expect_bad);
+    let nothing = direct(ev.as_ptr(), 0, &good, 16);
+    if runtime::platform() == "cpu" {
+        assert_eq!(nothing, hipkern_sys::HIPKERN_ERROR_NO_TOOLCHAIN);
+    } else {
+        assert_eq!(nothing, hipkern_sys::HIPKERN_SUCCESS as i32);
+    }
     assert_eq!(word, u64::MAX, "a refused call wrote the report word");
 }
 
@@ -483,6 +490,54 @@ fn gpu_direct_path_matches_the_cpu_value_by_value() {
     again.upload_image(&start).unwrap();
     again.accumulate_routed(&events).unwrap();
     assert_eq!(bits(&again.finish().unwrap()), bits(&got));
+
+    // On a black image every contribution shows, down to the far wings
+    // (values ~1e−14·flux at 100 px): each value within 1e−13 of itself on
+    // the CPU, and the same pixels zero. With supports at the direct
+    // path's limit: one centred 1e12 px off the image reaching in, one far
+    // off with a small support (skipped by every tile).
+    events.push(StarEvent {
+        x: -1e12 + 200.0,
+        y: 0.5 * h as f64,
+        support: 1e12,
+        ..events[7]
+    });
+    events.push(StarEvent {
+        x: 1e300,
+        y: -1e300,
+        support: 60.0,
+        ..events[8]
+    });
+    let mut dev = DeviceSink::new(&d, cache(), w, h).unwrap();
+    let mut cpu = CpuSink::parallel(cache(), w, h, 0).unwrap();
+    assert_eq!(
+        dev.accumulate_routed(&events).unwrap(),
+        cpu.accumulate_routed(&events).unwrap()
+    );
+    assert_eq!(dev.stats(), cpu.stats());
+    let got = dev.finish().unwrap();
+    let (g, c) = (got.data(), cpu.image().data());
+    let mut worst = 0.0f64;
+    for i in 0..g.len() {
+        if c[i] == 0.0 {
+            assert_eq!(
+                g[i].to_bits(),
+                c[i].to_bits(),
+                "value {i}: device {} cpu 0",
+                g[i]
+            );
+            continue;
+        }
+        let rel = (g[i] - c[i]).abs() / c[i].abs();
+        worst = worst.max(rel);
+        assert!(
+            rel <= 1e-13,
+            "black image, value {i}: device {} cpu {} rel {rel:e}",
+            g[i],
+            c[i]
+        );
+    }
+    eprintln!("black image: worst relative difference {worst:e}");
 }
 
 #[test]

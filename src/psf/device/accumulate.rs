@@ -86,21 +86,23 @@ impl DeviceSink {
             }
             self.host_stats.chunks += 1;
             if !direct.is_empty() {
-                // Counted on the host (the device renders; the support
-                // contract gives the same pixels).
-                for e in &direct {
-                    match event_contributions(e, self.width, self.height) {
-                        0 => self.host_stats.outside += 1,
-                        n => {
-                            self.host_stats.direct += 1;
-                            self.host_stats.contributions += n;
-                        }
-                    }
-                }
                 self.launch_direct(&direct).inspect_err(|_| {
                     let _ = self.sync();
                 })?;
-                self.host_stats.events += direct.len() as u64;
+                // Counted on the host (the support contract gives the
+                // device's pixels), once the render is queued.
+                let mut st = self.host_stats;
+                for e in &direct {
+                    match event_contributions(e, self.width, self.height) {
+                        0 => st.outside += 1,
+                        n => {
+                            st.direct += 1;
+                            st.contributions += n;
+                        }
+                    }
+                }
+                st.events += direct.len() as u64;
+                self.host_stats = st;
                 n_direct += direct.len();
             }
         }

@@ -74,19 +74,25 @@ impl DeviceSink {
         }
         self.stream
             .copy_dtod_async(&self.image.as_slice(), &mut f.snapshot.as_slice_mut())?;
-        self.stream.fill(&mut self.image.as_slice_mut(), 0.0f64)?;
         f.copied.record(&self.stream)?;
+        self.stream.fill(&mut self.image.as_slice_mut(), 0.0f64)?;
         f.stream.wait_event(&f.copied)?;
         // SAFETY: the pinned frame is the sink's and the host reads it only
         // in `ended_frame`, after waiting for `downloaded` (recorded right
-        // after this copy); a later download into it is queued only by a
-        // later `end_frame`, which `ended_frame`'s borrow of the sink keeps
-        // from overlapping a read; the sink's drop waits for this stream.
+        // after this copy, or the stream is synchronized below when that
+        // fails); a later download into it is queued only by a later
+        // `end_frame`, which `ended_frame`'s borrow of the sink keeps from
+        // overlapping a read; the sink's drop waits for this stream.
         unsafe {
             f.stream
                 .copy_dtoh_async(&f.snapshot.as_slice(), f.pinned.as_mut_slice())?;
         }
-        f.downloaded.record(&f.stream)?;
+        if let Err(e) = f.downloaded.record(&f.stream) {
+            // `downloaded` would still be the previous frame's: wait here,
+            // so that no later read can overlap this copy.
+            let _ = f.stream.synchronize();
+            return Err(e);
+        }
         f.ended += 1;
         Ok(())
     }

@@ -66,27 +66,41 @@ impl DeviceSink {
     fn launch(&mut self, chunk: &[StarEvent], first: usize) -> Result<()> {
         let slot = self.stage(chunk)?;
         let result = match self.mode {
-            SinkMode::Atomic => {
-                let start = self.mark()?;
-                self.splat_atomic(slot, chunk.len(), true)?;
-                self.close(ChunkStage::Atomic, start)?;
-                self.log.push(ChunkRecord {
-                    events: chunk.len(),
-                    mode: ChunkMode::Atomic,
-                    references: 0,
-                    tasks: 0,
-                    partial_slots: 0,
-                    longest_list: 0,
-                    centre_events: 0,
-                    centre_tiles: 0,
-                });
-                Ok(())
-            }
+            SinkMode::Atomic => self.atomic_chunk(slot, chunk.len()),
             _ => self.tile_chunk(slot, chunk, first),
         };
-        self.slots[slot].consumed.record(&self.stream)?;
+        self.release(slot, result)
+    }
+
+    /// After any launch on a staged slot, whatever became of it: the slot's
+    /// `consumed` event is recorded and the slot marked used, so that its
+    /// next `stage` waits for the upload queued from its staging buffer.
+    fn release(&mut self, slot: usize, result: Result<()>) -> Result<()> {
+        let recorded = self.slots[slot].consumed.record(&self.stream);
         self.slots[slot].used = true;
-        result
+        if recorded.is_err() {
+            // The event may not cover the upload: wait for it here instead.
+            let _ = self.copy.synchronize();
+        }
+        result.and(recorded)
+    }
+
+    /// One chunk of the `atomic` mode.
+    fn atomic_chunk(&mut self, slot: usize, n: usize) -> Result<()> {
+        let start = self.mark()?;
+        self.splat_atomic(slot, n, true)?;
+        self.close(ChunkStage::Atomic, start)?;
+        self.log.push(ChunkRecord {
+            events: n,
+            mode: ChunkMode::Atomic,
+            references: 0,
+            tasks: 0,
+            partial_slots: 0,
+            longest_list: 0,
+            centre_events: 0,
+            centre_tiles: 0,
+        });
+        Ok(())
     }
 
     /// `hipkern_psf_splat_atomic` (and with `count`, `hipkern_psf_count`)
@@ -141,6 +155,12 @@ impl DeviceSink {
     /// queued before it.
     pub(super) fn launch_direct(&mut self, events: &[StarEvent]) -> Result<()> {
         let slot = self.stage(events)?;
+        let result = self.render_direct(slot, events.len());
+        self.release(slot, result)
+    }
+
+    /// `hipkern_psf_render_direct` on the `n` events of `slot`.
+    fn render_direct(&mut self, slot: usize, n: usize) -> Result<()> {
         let psf = self.cache.psf();
         let moffat = sys::hipkern_psf_moffat {
             fwhm: psf.fwhm,
@@ -149,17 +169,17 @@ impl DeviceSink {
         };
         let start = self.mark()?;
         let _scope = self.device.enter()?;
-        let events_ptr = self.slots[slot].events.as_ptr();
-        // SAFETY: `events_ptr` holds len·7 float64 of these events (uploaded
-        // before this stream's kernels, by the wait in `stage`), `image`
-        // width·height·3 float64 and `words` WORDS words (verdict at
-        // REPORT), all on this device, and the stream is the sink's; the
-        // entry point checks every event on the device before it adds
-        // anything, and the pixels it writes are the image's own.
-        let rc = unsafe {
+        let events = self.slots[slot].events.as_ptr();
+        // SAFETY: `events` holds n·7 float64 (uploaded before this stream's
+        // kernels, by the wait in `stage`), `image` width·height·3 float64
+        // and `words` WORDS words (verdict at REPORT), all on this device,
+        // and the stream is the sink's; the entry point checks every event
+        // on the device before it adds anything, and writes only the
+        // image's own pixels.
+        check("hipkern_psf_render_direct", unsafe {
             sys::hipkern_psf_render_direct(
-                events_ptr,
-                events.len() as i64,
+                events,
+                n as i64,
                 &moffat,
                 self.image.as_mut_ptr(),
                 self.width as i32,
@@ -167,12 +187,8 @@ impl DeviceSink {
                 self.words.as_mut_ptr().add(REPORT),
                 self.stream.as_raw(),
             )
-        };
-        let result = check("hipkern_psf_render_direct", rc)
-            .and_then(|()| self.close(ChunkStage::Direct, start));
-        self.slots[slot].consumed.record(&self.stream)?;
-        self.slots[slot].used = true;
-        result
+        })?;
+        self.close(ChunkStage::Direct, start)
     }
 
     /// One chunk of a tile mode or the adaptive mode.
