@@ -206,9 +206,11 @@ class StreamDeviceScope {
 #if defined(HIPKERN_HAS_STREAM_GET_DEVICE)
     if (stream) {
       // A stream being captured into a graph is not asked for its device
-      // (hipkern.h: it must then be current): a capture refuses calls
-      // outside its permitted set, and cudaStreamIsCapturing is in it
-      // while cudaStreamGetDevice is not documented to be.
+      // (hipkern.h: it must then be current): CUDA 13.0 answers
+      // cudaStreamGetDevice inside a capture with
+      // cudaErrorStreamCaptureUnsupported and invalidates the capture, in
+      // every capture mode, while cudaStreamIsCapturing, cudaGetDevice and
+      // cudaSetDevice pass (asked of torch's libcudart on an H100).
       hipStream_t s = static_cast<hipStream_t>(const_cast<void *>(stream));
       hipStreamCaptureStatus capture = hipStreamCaptureStatusNone;
       status_ = hipStreamIsCapturing(s, &capture);
