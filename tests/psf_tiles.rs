@@ -501,18 +501,20 @@ fn gpu_frames_end_without_waiting_and_equal_one_frame_sinks() {
     let mut cpu = CpuSink::parallel(cache(), w, h, 0).unwrap();
     cpu.accumulate(&frames[0]).unwrap();
 
+    let ended_bits = |dev: &mut DeviceSink| -> Vec<u64> {
+        dev.ended_frame()
+            .unwrap()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect()
+    };
     let mut dev = sink(&d, w, h, SinkMode::Tile32, Binning::Device);
     let err = dev.ended_frame().unwrap_err();
     assert!(err.to_string().contains("no frame"), "{err}");
     for (k, ev) in frames.iter().enumerate() {
         feed(&mut dev, ev);
         if k > 0 {
-            let got: Vec<u64> = dev
-                .ended_frame()
-                .unwrap()
-                .iter()
-                .map(|v| v.to_bits())
-                .collect();
+            let got = ended_bits(&mut dev);
             assert!(got == want[k - 1], "frame {} differs", k - 1);
             if k == 1 {
                 let img =
@@ -523,12 +525,7 @@ fn gpu_frames_end_without_waiting_and_equal_one_frame_sinks() {
         }
         dev.end_frame().unwrap();
     }
-    let last: Vec<u64> = dev
-        .ended_frame()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
-        .collect();
+    let last = ended_bits(&mut dev);
     assert!(last == want[3], "frame 3 differs");
     assert_eq!(dev.frames_ended(), 4);
     assert!(
@@ -544,11 +541,6 @@ fn gpu_frames_end_without_waiting_and_equal_one_frame_sinks() {
     dev.end_frame().unwrap();
     feed(&mut dev, &frames[2]);
     dev.end_frame().unwrap();
-    let got: Vec<u64> = dev
-        .ended_frame()
-        .unwrap()
-        .iter()
-        .map(|v| v.to_bits())
-        .collect();
+    let got = ended_bits(&mut dev);
     assert!(got == want[2], "the later of two unread frames");
 }
