@@ -53,7 +53,8 @@ struct DirectModel {
   double node[9];
   double weight[9];
 };
-constexpr int kRuleStart[3] = {0, 2, 5};
+// Where each rule starts in DirectModel::node / weight.
+constexpr int kRule4 = 0, kRule6 = 2, kRule8 = 5;
 
 // MoffatPsf::integrate with a rule of H positive nodes.
 template <int H>
@@ -91,9 +92,9 @@ __device__ double pixel_integral(const DirectModel &m, double cu, double cv) {
   const double du = fmax(hk_sub(fabs(cu), 0.5), 0.0);
   const double dv = fmax(hk_sub(fabs(cv), 0.5), 0.0);
   const double d2 = hk_add(hk_mul(du, du), hk_mul(dv, dv));
-  if (d2 < 16.0) return integrate<4>(m, m.node + 5, m.weight + 5, cu, cv);
-  if (d2 < 144.0) return integrate<3>(m, m.node + 2, m.weight + 2, cu, cv);
-  return integrate<2>(m, m.node, m.weight, cu, cv);
+  if (d2 < 16.0) return integrate<4>(m, m.node + kRule8, m.weight + kRule8, cu, cv);
+  if (d2 < 144.0) return integrate<3>(m, m.node + kRule6, m.weight + kRule6, cu, cv);
+  return integrate<2>(m, m.node + kRule4, m.weight + kRule4, cu, cv);
 }
 
 // StarEvent::validate and the direct path's support limit (check_routed).
@@ -212,9 +213,9 @@ HIPKERN_HOST_NO_CONTRACT bool direct_model(const hipkern_psf_moffat &p, DirectMo
   m->ia2 = 1.0 / (a * a);
   m->mb = -p.beta;
   m->norm = norm;
-  const int nodes[3] = {4, 6, 8};
-  for (int r_ = 0; r_ < 3; ++r_)
-    half_rule(nodes[r_], m->node + kRuleStart[r_], m->weight + kRuleStart[r_]);
+  half_rule(4, m->node + kRule4, m->weight + kRule4);
+  half_rule(6, m->node + kRule6, m->weight + kRule6);
+  half_rule(8, m->node + kRule8, m->weight + kRule8);
   return true;
 }
 

@@ -304,9 +304,7 @@ fn gpu_malformed_and_oversized_events_are_refused_naming_them() {
 fn gpu_several_calls_fresh_random_events_and_an_upload_round_trip() {
     let d = gpu();
     let (w, h) = (1000, 700);
-    let seed = Rng::from_clock().next_u64();
-    eprintln!("seed {seed:#x}");
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::from_clock(); // prints its seed
     let mut events = random_events(&mut rng, 40_000, w, h);
     // Supports at the cache's edge (47.3..48.6 px), kept where the host says
     // they fit: the device's own check must agree (finish() reports a
@@ -422,9 +420,7 @@ fn gpu_direct_path_matches_the_cpu_value_by_value() {
     // CPU's pixels and float64 steps, the device's pow. On a random
     // nonzero image, so the adds land on values; every value checked.
     let d = gpu();
-    let seed = Rng::from_clock().next_u64();
-    eprintln!("seed {seed:#x}");
-    let mut rng = Rng::new(seed);
+    let mut rng = Rng::from_clock(); // prints its seed
     let (w, h) = (517, 389); // partial 16 × 16 tiles on both edges
     let start: Vec<f64> = (0..w * h * 3).map(|_| 1.0 + rng.uniform_pm1()).collect();
     let start = HdrImage::from_data(w, h, start).unwrap();

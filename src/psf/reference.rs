@@ -75,6 +75,37 @@ pub struct SinkStats {
     pub contributions: u64,
 }
 
+impl DirectStats {
+    /// What the direct path does with `events` on a `width × height` image,
+    /// counted from the support contract alone (nothing rendered): what a
+    /// device render of them reports.
+    pub(crate) fn of(events: &[StarEvent], width: usize, height: usize) -> DirectStats {
+        let mut st = DirectStats::default();
+        for e in events {
+            st.count(place(e, width, height).map_or(0, |(_, n)| n));
+        }
+        st
+    }
+
+    /// One event with `contributions` support pixels in the image.
+    fn count(&mut self, contributions: u64) {
+        if contributions == 0 {
+            self.outside += 1;
+        } else {
+            self.rendered += 1;
+            self.contributions += contributions;
+        }
+    }
+
+    /// Adds these `n_events` direct events to a sink's counters.
+    pub(crate) fn add_to(self, stats: &mut SinkStats, n_events: usize) {
+        stats.events += n_events as u64;
+        stats.direct += self.rendered;
+        stats.outside += self.outside;
+        stats.contributions += self.contributions;
+    }
+}
+
 /// An event reduced to what the pixel loops need, with its support rows
 /// clipped to the image (offsets from the anchor).
 #[derive(Clone, Copy, Debug)]
@@ -274,11 +305,8 @@ impl CpuSink {
     /// Renders `events` by the direct path into the image, in order
     /// (validated whole first; see [`render_direct`]).
     pub fn accumulate_direct(&mut self, events: &[StarEvent]) -> Result<()> {
-        let d = render_direct(self.cache.psf(), events, &mut self.image)?;
-        self.stats.events += events.len() as u64;
-        self.stats.direct += d.rendered;
-        self.stats.outside += d.outside;
-        self.stats.contributions += d.contributions;
+        render_direct(self.cache.psf(), events, &mut self.image)?
+            .add_to(&mut self.stats, events.len());
         Ok(())
     }
 
@@ -427,12 +455,11 @@ pub fn render_direct(
     let mut st = DirectStats::default();
     let data = image.data_mut();
     for e in events {
-        let Some((p, n)) = place(e, width, height) else {
-            st.outside += 1;
+        let placed = place(e, width, height);
+        st.count(placed.map_or(0, |(_, n)| n));
+        let Some((p, _)) = placed else {
             continue;
         };
-        st.rendered += 1;
-        st.contributions += n;
         let col = [e.flux * e.r, e.flux * e.g, e.flux * e.b];
         for oy in p.oy_lo..=p.oy_hi {
             let Some((ix_lo, ix_hi)) = clip_span(p.fx, p.fy, p.s, oy, p.ax, width) else {

@@ -479,45 +479,40 @@ pub fn evaluate_list1_with_threads(
     let mut out = vec![0.0f64; nt * nq];
     let threads = threads.clamp(1, nt.max(1));
     let rows_per = nt.div_ceil(threads).max(1);
-    std::thread::scope(|scope| {
-        for (chunk, rows) in out.chunks_mut(rows_per * nq).enumerate() {
-            let pairs = &pairs;
-            let scalings = &scalings;
-            let table_of = &table_of;
-            scope.spawn(move || {
-                let mut acc = vec![0.0f64; nq];
-                for (r, row) in rows.chunks_exact_mut(nq).enumerate() {
-                    let i = chunk * rows_per + r;
-                    let (a, b) = (
-                        boxes.source_starts[i] as usize,
-                        boxes.source_starts[i + 1] as usize,
-                    );
-                    for j in a..b {
-                        let sb = boxes.source_boxes[j] as usize;
-                        let level = boxes.levels[sb] as usize;
-                        let sc = scalings[level];
-                        let data = table_of(level).data();
-                        let case = usize::from(pairs.cases[j]);
-                        let f = &source_values[sb * nq..(sb + 1) * nq];
-                        acc.fill(0.0);
-                        for (s, &fs) in f.iter().enumerate() {
-                            let entries = &data[(case * nq + s) * nq..(case * nq + s + 1) * nq];
-                            for (a, &e) in acc.iter_mut().zip(entries) {
-                                *a += fs * e;
-                            }
-                        }
-                        let disp = if sc.displacement != 0.0 {
-                            sc.displacement
-                                * f.iter().zip(normalizers).map(|(a, b)| a * b).sum::<f64>()
-                        } else {
-                            0.0
-                        };
-                        for (u, &a) in row.iter_mut().zip(&acc) {
-                            *u += sc.scale * a + disp;
-                        }
+    // Each thread's rows are its own; a refused thread leaves its rows
+    // to the others (map_on_threads).
+    let chunks: Vec<_> = out.chunks_mut(rows_per * nq).enumerate().collect();
+    map_on_threads(threads, chunks, |(chunk, rows)| {
+        let mut acc = vec![0.0f64; nq];
+        for (r, row) in rows.chunks_exact_mut(nq).enumerate() {
+            let i = chunk * rows_per + r;
+            let (a, b) = (
+                boxes.source_starts[i] as usize,
+                boxes.source_starts[i + 1] as usize,
+            );
+            for j in a..b {
+                let sb = boxes.source_boxes[j] as usize;
+                let level = boxes.levels[sb] as usize;
+                let sc = scalings[level];
+                let data = table_of(level).data();
+                let case = usize::from(pairs.cases[j]);
+                let f = &source_values[sb * nq..(sb + 1) * nq];
+                acc.fill(0.0);
+                for (s, &fs) in f.iter().enumerate() {
+                    let entries = &data[(case * nq + s) * nq..(case * nq + s + 1) * nq];
+                    for (a, &e) in acc.iter_mut().zip(entries) {
+                        *a += fs * e;
                     }
                 }
-            });
+                let disp = if sc.displacement != 0.0 {
+                    sc.displacement * f.iter().zip(normalizers).map(|(a, b)| a * b).sum::<f64>()
+                } else {
+                    0.0
+                };
+                for (u, &a) in row.iter_mut().zip(&acc) {
+                    *u += sc.scale * a + disp;
+                }
+            }
         }
     });
     Ok(out)

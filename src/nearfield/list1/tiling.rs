@@ -20,6 +20,8 @@
 //! `max_sources` distinct sources (a box alone may exceed it: its own
 //! sources are at most one per case).
 
+use crate::threads::{map_on_threads, threads_for};
+
 /// The tiles, the keys and the pair slots, as `hipkern_list1_tiles` takes
 /// them.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -62,8 +64,6 @@ impl TargetTiling {
 pub(crate) fn lanes_busy(pairs: usize, slots: usize) -> f64 {
     pairs as f64 / slots.max(1) as f64
 }
-
-use crate::threads::{map_on_threads, threads_for};
 
 const NONE: u32 = u32::MAX;
 

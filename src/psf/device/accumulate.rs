@@ -7,7 +7,7 @@ use super::{DeviceSink, ScratchUsage, SinkTimings};
 use crate::host_memory::filled_vec;
 use crate::psf::event::StarEvent;
 use crate::psf::image::HdrImage;
-use crate::psf::reference::{check_routed, event_contributions, SinkStats};
+use crate::psf::reference::{check_routed, DirectStats, SinkStats};
 use crate::psf::support::{anchor_phase, support_box};
 use crate::psf::{PsfCache, CACHE_RADIUS, CHUNK_EVENTS};
 use crate::runtime::{Error, Result};
@@ -86,23 +86,12 @@ impl DeviceSink {
             }
             self.host_stats.chunks += 1;
             if !direct.is_empty() {
-                self.launch_direct(&direct).inspect_err(|_| {
-                    let _ = self.sync();
-                })?;
+                let r = self.launch_direct(&direct);
+                self.or_sync(r)?;
                 // Counted on the host (the support contract gives the
                 // device's pixels), once the render is queued.
-                let mut st = self.host_stats;
-                for e in &direct {
-                    match event_contributions(e, self.width, self.height) {
-                        0 => st.outside += 1,
-                        n => {
-                            st.direct += 1;
-                            st.contributions += n;
-                        }
-                    }
-                }
-                st.events += direct.len() as u64;
-                self.host_stats = st;
+                DirectStats::of(&direct, self.width, self.height)
+                    .add_to(&mut self.host_stats, direct.len());
                 n_direct += direct.len();
             }
         }

@@ -56,9 +56,17 @@ impl DeviceSink {
     /// refused chunk is waited for and counted (a second error while doing
     /// so is dropped: the first one is the caller's news).
     pub(super) fn launch_or_sync(&mut self, chunk: &[StarEvent], first: usize) -> Result<()> {
-        self.launch(chunk, first).inspect_err(|_| {
+        let r = self.launch(chunk, first);
+        self.or_sync(r)
+    }
+
+    /// `r`, after waiting for and counting the work queued before it when
+    /// it is an error (a second error then is dropped).
+    pub(super) fn or_sync(&mut self, r: Result<()>) -> Result<()> {
+        if r.is_err() {
             let _ = self.sync();
-        })
+        }
+        r
     }
 
     /// Queues one validated chunk (≤ CHUNK_EVENTS events, all fitting);
