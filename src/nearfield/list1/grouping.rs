@@ -11,6 +11,8 @@
 //! ordered sum over the source modes, and every target's sum the same
 //! ordered sum over its pairs.
 
+use crate::threads::{map_on_threads, threads_for};
+
 /// Threads of one block of the products kernel and sums per thread per
 /// round (the kernel's `kGroupThreads`, `kGroupPairsPerThread`); a round
 /// takes `(256 / nq) · 8` pairs.
@@ -50,14 +52,22 @@ pub(crate) fn tile_capacity(nq: usize) -> usize {
     (KERNEL_THREADS / nq.max(1)).max(1) * KERNEL_PAIRS_PER_THREAD * ROUNDS_PER_TILE
 }
 
+/// Pairs a thread of the grouping takes at least: below this the threads'
+/// start costs more than they save (a tree of 32,768 boxes has 830,584
+/// pairs: 16 threads of 51,912).
+const PAIRS_PER_THREAD: usize = 32_768;
+
 /// Groups the pairs of CSR `starts` (`n_targets + 1` offsets), whose pair
 /// `j` has key `key(j) < n_keys`, into chunks of at most `max_chunk_pairs`
 /// pairs (a target with more pairs than that is a chunk alone) and tiles of
-/// at most `tile_max` pairs.
+/// at most `tile_max` pairs. Each chunk's pairs are counting-sorted by key
+/// on every core: a thread counts the keys of a run of pairs, then writes
+/// its run's pairs of each key into that key's share for the run (the
+/// order of one thread, ascending `j`, whatever the thread count).
 pub(crate) fn group_pairs(
     starts: &[u32],
     n_keys: usize,
-    key: impl Fn(usize) -> usize,
+    key: impl Fn(usize) -> usize + Sync,
     max_chunk_pairs: usize,
     tile_max: usize,
 ) -> PairGrouping {
@@ -67,8 +77,8 @@ pub(crate) fn group_pairs(
         tile_offsets: vec![0],
         ..PairGrouping::default()
     };
-    let mut count = vec![0usize; n_keys];
-    let mut next = vec![0usize; n_keys];
+    g.tile_pairs
+        .reserve(starts.last().map_or(0, |&n| n as usize));
     let mut i0 = 0;
     while i0 < n_targets {
         let j0 = starts[i0] as usize;
@@ -77,23 +87,9 @@ pub(crate) fn group_pairs(
             i1 += 1;
         }
         let j1 = starts[i1] as usize;
-        // Counting sort of the chunk's pairs by key (stable: ascending j).
-        count.iter_mut().for_each(|c| *c = 0);
-        for j in j0..j1 {
-            count[key(j)] += 1;
-        }
         let base = g.tile_pairs.len();
-        let mut at = base;
-        for (k, &c) in count.iter().enumerate() {
-            next[k] = at;
-            at += c;
-        }
-        g.tile_pairs.resize(at, 0);
-        for j in j0..j1 {
-            let k = key(j);
-            g.tile_pairs[next[k]] = j as u32;
-            next[k] += 1;
-        }
+        g.tile_pairs.resize(base + (j1 - j0), 0);
+        let count = sort_by_key(j0..j1, n_keys, &key, &mut g.tile_pairs[base..]);
         let tile0 = g.tile_keys.len();
         let mut at = base;
         for (k, &c) in count.iter().enumerate() {
@@ -115,6 +111,52 @@ pub(crate) fn group_pairs(
         i0 = i1;
     }
     g
+}
+
+/// The pair ids `pairs` into `out` (as long), stably sorted by `key`; the
+/// count of each key.
+fn sort_by_key(
+    pairs: std::ops::Range<usize>,
+    n_keys: usize,
+    key: &(impl Fn(usize) -> usize + Sync),
+    out: &mut [u32],
+) -> Vec<usize> {
+    let n = pairs.len();
+    let threads = threads_for(n, PAIRS_PER_THREAD);
+    let per = n.div_ceil(threads).max(1);
+    let runs: Vec<std::ops::Range<usize>> = (0..threads)
+        .map(|t| pairs.start + (t * per).min(n)..pairs.start + ((t + 1) * per).min(n))
+        .collect();
+    // Each run's keys and their counts.
+    let counted = map_on_threads(threads, runs.clone(), |run| {
+        let keys: Vec<u32> = run.clone().map(|j| key(j) as u32).collect();
+        let mut count = vec![0usize; n_keys];
+        keys.iter().for_each(|&k| count[k as usize] += 1);
+        (keys, count)
+    });
+    // Key-major, run-minor: each (key, run) share is one slice of `out`.
+    let mut shares: Vec<Vec<&mut [u32]>> =
+        (0..threads).map(|_| Vec::with_capacity(n_keys)).collect();
+    let mut total = vec![0usize; n_keys];
+    let mut rest = out;
+    for (k, t) in total.iter_mut().enumerate() {
+        for (run, (_, count)) in counted.iter().enumerate() {
+            let (share, tail) = rest.split_at_mut(count[k]);
+            shares[run].push(share);
+            rest = tail;
+            *t += count[k];
+        }
+    }
+    let work: Vec<_> = runs.into_iter().zip(counted).zip(shares).collect();
+    map_on_threads(threads, work, |((run, (keys, _)), mut shares)| {
+        let mut next = vec![0usize; n_keys];
+        for (j, &k) in run.zip(&keys) {
+            let k = k as usize;
+            shares[k][next[k]] = j as u32;
+            next[k] += 1;
+        }
+    });
+    total
 }
 
 #[cfg(test)]
@@ -176,6 +218,21 @@ mod tests {
             let tile_max = 1 + rng.below(20);
             check(&starts, &keys, n_keys, max_chunk, tile_max);
         }
+    }
+
+    #[test]
+    fn a_chunk_sorted_on_several_threads_is_the_serial_order() {
+        // Enough pairs for every core's run (PAIRS_PER_THREAD each).
+        let mut rng = SplitMix64::new(0x6772_6f75_7073);
+        let mut starts = vec![0u32];
+        while (*starts.last().unwrap() as usize) < 12 * PAIRS_PER_THREAD {
+            let n = rng.below(40) as u32;
+            starts.push(starts.last().unwrap() + n);
+        }
+        let n_pairs = *starts.last().unwrap() as usize;
+        let keys: Vec<usize> = (0..n_pairs).map(|_| rng.below(139)).collect();
+        check(&starts, &keys, 139, n_pairs, 288);
+        check(&starts, &keys, 139, n_pairs / 3, 288);
     }
 
     #[test]

@@ -91,6 +91,31 @@ pub struct Cases {
     lookup: Vec<i32>,
 }
 
+/// The case vector of a pair in units of `h_s/4`, the largest gap per
+/// axis between the boxes (`|c_k| − 2(1 + ratio)`, the half-sum of their
+/// sides), and whether they are one box: the arithmetic that
+/// [`Cases::case_of_pair`] and [`Cases::aligned_case`] share. On the stack
+/// (`d ≤ 3`): the accepted path allocates nothing.
+fn pair_offsets(
+    d: usize,
+    center_t: &[f64],
+    center_s: &[f64],
+    h_s: f64,
+    ratio: f64,
+) -> ([f64; 3], f64, bool) {
+    let mut raw = [0.0f64; 3];
+    for k in 0..d {
+        raw[k] = 4.0 * (center_t[k] - center_s[k]) / h_s;
+    }
+    let half_sum = 2.0 * (1.0 + ratio);
+    let gap = raw[..d]
+        .iter()
+        .map(|c| c.abs() - half_sum)
+        .fold(f64::NEG_INFINITY, f64::max);
+    let same_box = ratio == 1.0 && raw[..d].iter().all(|c| c.abs() <= PAIR_TOLERANCE);
+    (raw, gap, same_box)
+}
+
 impl Cases {
     /// All cases of dimension `dim` (2: 33 cases, 3: 139), sorted by code.
     ///
@@ -307,22 +332,8 @@ impl Cases {
             }
         };
 
-        // The case vector in units of h_s/4, and the gap per axis between
-        // the boxes: |c_k| − (half-sum of the sides) = |c_k| − 2(1 + ratio).
-        // On the stack (d ≤ 3): a plan classifies every pair of a tree
-        // (830,584 at 32,768 boxes), and the accepted path allocates
-        // nothing; only a refusal formats its message.
-        let mut raw_d = [0.0f64; 3];
-        for k in 0..d {
-            raw_d[k] = 4.0 * (center_t[k] - center_s[k]) / h_s;
-        }
+        let (raw_d, gap, same_box) = pair_offsets(d, center_t, center_s, h_s, ratio);
         let raw = &raw_d[..d];
-        let half_sum = 2.0 * (1.0 + ratio);
-        let gap = raw
-            .iter()
-            .map(|c| c.abs() - half_sum)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let same_box = ratio == 1.0 && raw.iter().all(|c| c.abs() <= PAIR_TOLERANCE);
         if !same_box {
             if gap > PAIR_TOLERANCE {
                 return bad(format!(
@@ -367,6 +378,48 @@ impl Cases {
         })
     }
 
+    /// [`Self::case_of_pair`]'s accepted path alone, for a plan's every
+    /// pair: `Some(case)` where it returns `Ok(case)` and the sizes are
+    /// exactly 1/2, 1 or 2 apart (boxes of one tree: sides are the root's
+    /// divided by powers of two); `None` otherwise, where the caller asks
+    /// `case_of_pair` for the verdict and its message. The same arithmetic
+    /// ([`pair_offsets`]) without the checks the caller made once per box
+    /// (lengths, finite centres and sides): 830,584 pairs at 32,768 boxes.
+    pub(crate) fn aligned_case(
+        &self,
+        center_t: &[f64],
+        h_t: f64,
+        center_s: &[f64],
+        h_s: f64,
+    ) -> Option<usize> {
+        let d = self.dim;
+        let ratio = h_t / h_s;
+        if !(ratio == 0.5 || ratio == 1.0 || ratio == 2.0) {
+            return None;
+        }
+        let (raw, gap, same_box) = pair_offsets(d, center_t, center_s, h_s, ratio);
+        if !same_box && gap.abs() > PAIR_TOLERANCE {
+            return None;
+        }
+        // |x| ≤ 6 + PAIR_TOLERANCE here (the gap), where adding and
+        // subtracting 1.5·2^52 rounds to the nearest integer: the same
+        // integer as `round` wherever the tolerance below accepts (they
+        // differ only at halves, which it refuses), without `round`'s
+        // libm call (a third of this function's time on x86-64).
+        const ROUNDER: f64 = 6_755_399_441_055_744.0;
+        let mut code = 0usize;
+        for &x in &raw[..d] {
+            let r = (x + ROUNDER) - ROUNDER;
+            if !((x - r).abs() <= PAIR_TOLERANCE
+                && (-CASE_ENCODING_SHIFT as f64..=CASE_ENCODING_SHIFT as f64).contains(&r))
+            {
+                return None;
+            }
+            code = code * CASE_ENCODING_BASE + (r as i32 + CASE_ENCODING_SHIFT) as usize;
+        }
+        usize::try_from(self.lookup[code]).ok()
+    }
+
     /// The target points of case `case` for a source box `[0, L]^dim` with
     /// `q` nodes per axis: `q^dim` points × `dim`, row-major, in the order
     /// of [`q_points`]:
@@ -398,5 +451,57 @@ impl Cases {
             }
         }
         Ok(pts)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rng::SplitMix64;
+
+    /// `aligned_case` gives `case_of_pair`'s verdict on boxes of one tree
+    /// (sides a root's over powers of two), accepted or not: case vectors
+    /// on and off the lattice, nudged to either side of the tolerance,
+    /// level differences up to two, a root extent that is no power of two.
+    #[test]
+    fn the_accepted_path_agrees_with_case_of_pair() {
+        let mut rng = SplitMix64::new(0x616c_6967_6e65);
+        let nudges = [0.0, 0.4e-6, -0.4e-6, 0.9e-6, -1.1e-6, 3e-6, 0.25, 0.5];
+        for dim in [2, 3] {
+            let cases = Cases::new(dim).unwrap();
+            let mut accepted = 0;
+            for _ in 0..200_000 {
+                let root = [1.0, 0.7, 3.0][rng.below(3)];
+                let lt = 2 + rng.below(6) as i32;
+                let ls = lt + rng.below(5) as i32 - 2;
+                let (h_t, h_s) = (root / f64::from(1 << lt), root / f64::from(1 << ls));
+                let ct: Vec<f64> = (0..dim).map(|_| rng.uniform_pm1() * root).collect();
+                // Half the time a case's own vector (accepted at its size
+                // ratio), else any vector.
+                let case = cases.vector(rng.below(cases.len())).to_vec();
+                let own = rng.below(2) == 0;
+                let cs: Vec<f64> = (0..dim)
+                    .map(|k| {
+                        let c = ct[k];
+                        let v = if own {
+                            f64::from(case[k])
+                        } else {
+                            rng.below(15) as f64 - 7.0
+                        };
+                        let nudge = if rng.below(3) == 0 {
+                            nudges[rng.below(nudges.len())]
+                        } else {
+                            0.0
+                        };
+                        c - (v + nudge) * h_s / 4.0
+                    })
+                    .collect();
+                let fast = cases.aligned_case(&ct, h_t, &cs, h_s);
+                let slow = cases.case_of_pair(&ct, h_t, &cs, h_s).ok();
+                assert_eq!(fast, slow, "{dim}D: {ct:?} {h_t} {cs:?} {h_s}");
+                accepted += usize::from(fast.is_some());
+            }
+            assert!(accepted > 10_000, "{dim}D: only {accepted} pairs accepted");
+        }
     }
 }

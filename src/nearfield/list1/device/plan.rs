@@ -425,11 +425,15 @@ impl List1Evaluator {
         let scale: Vec<f64> = hp.scalings.iter().map(|s| s.scale).collect();
         let disp: Vec<f64> = hp.scalings.iter().map(|s| s.displacement).collect();
         let table: Vec<u32> = hp.scalings.iter().map(|s| s.table as u32).collect();
-        let displacement_pairs = hp
-            .sources
-            .iter()
-            .filter(|&&s| disp[usize::from(hp.box_levels[s as usize])] != 0.0)
-            .count();
+        // Counted only where some level has a displacement (2D Laplace).
+        let displacement_pairs = if disp.iter().all(|&x| x == 0.0) {
+            0
+        } else {
+            hp.sources
+                .iter()
+                .filter(|&&s| disp[usize::from(hp.box_levels[s as usize])] != 0.0)
+                .count()
+        };
         let mut bytes = 4 * (hp.starts.len() + hp.sources.len())
             + hp.cases.len()
             + hp.box_levels.len()
