@@ -2,7 +2,9 @@
 //!
 //! Sizes of the force issue: (a) E=50,000 N=700; (b) E=650,000 N≈8,000;
 //! (c) 32,768 centres × 128, N_ext=49,152; (d) 262,144 × 128, N_ext=393,216.
-//! Edges grouped by dst (the centre atom), src random; fp32 inputs.
+//! Edges grouped by dst (the centre atom), src random; and d-lattice, d's
+//! centres on a lattice with their nearest neighbours as src (spatially
+//! sorted atoms, as an MD code's); fp32 inputs.
 //! Times: the plan build on the device (`DevicePlan::rebuild` into
 //! preallocated plan and scratch; the event pair also covers the build's
 //! status read-back and stream sync) and on the host (CPU, std time);
@@ -104,15 +106,19 @@ fn main() {
         .and_then(|p| std::fs::read_to_string(p).ok())
         .map(|s| serde_like::parse(&s));
 
-    let sizes: [(&str, usize, usize, usize); 4] = [
+    // d-lattice: d's centres and edges per centre on a lattice, neighbours
+    // spatially near in index as in an MD code that sorts its atoms
+    // (lattice_edges); the others' src is random.
+    let sizes: [(&str, usize, usize, usize); 5] = [
         ("a", 700, 700, 50_000 / 700),
         ("b", 8_000, 8_000, 650_000 / 8_000),
         ("c", 49_152, 32_768, 128),
         ("d", 393_216, 262_144, 128),
+        ("d-lattice", LATTICE_EXT.pow(3), LATTICE_SIDE.pow(3), 128),
     ];
     println!();
     println!(
-        "{:<4} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9} {:>10} {:>9}",
+        "{:<9} {:>10} {:>8} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9} {:>10} {:>9}",
         "size",
         "E",
         "N_ext",
@@ -141,14 +147,27 @@ fn main() {
             continue;
         }
         let e = centres * per;
-        let mut srcv = Vec::with_capacity(e);
-        let mut dstv = Vec::with_capacity(e);
-        for k in 0..centres {
-            for _ in 0..per {
-                dstv.push(k as i32);
-                srcv.push(rng.below(n_ext) as i32);
+        let (srcv, dstv) = if name == "d-lattice" {
+            let (srcv, dstv) = lattice_edges(per);
+            // The Python bench prints the same sum of its lattice.
+            let sum: i64 = srcv
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| i64::from(s) * (i as i64 % 1009 + 1))
+                .sum();
+            eprintln!("  d-lattice: src checksum {sum}");
+            (srcv, dstv)
+        } else {
+            let mut srcv = Vec::with_capacity(e);
+            let mut dstv = Vec::with_capacity(e);
+            for k in 0..centres {
+                for _ in 0..per {
+                    dstv.push(k as i32);
+                    srcv.push(rng.below(n_ext) as i32);
+                }
             }
-        }
+            (srcv, dstv)
+        };
         let g: Vec<f32> = (0..3 * e).map(|_| rng.uniform_pm1() as f32).collect();
         let r: Vec<f32> = (0..3 * e).map(|_| 4.0 * rng.uniform_pm1() as f32).collect();
         let t0 = Instant::now();
@@ -274,7 +293,7 @@ fn main() {
         };
         let ms = |t: Option<f64>| t.map(|t| format!("{t:.4}ms")).unwrap_or_else(|| "-".into());
         println!(
-            "{:<4} {:>10} {:>8} {:>8.2}ms {:>8.4}ms {:>8.4}ms {:>8.4}ms {:>8.4}ms {:>8.4}ms {:>9.2} {:>9.2} {:>10} {:>9} {:>10} {:>9}",
+            "{:<9} {:>10} {:>8} {:>8.2}ms {:>8.4}ms {:>8.4}ms {:>8.4}ms {:>8.4}ms {:>8.4}ms {:>9.2} {:>9.2} {:>10} {:>9} {:>10} {:>9}",
             name,
             e,
             n_ext,
@@ -308,6 +327,66 @@ fn main() {
             format!("[{}]\n", json.join(",\n")),
         );
     }
+}
+
+/// Centre atoms per side of d-lattice's cube, and the side of the cube
+/// with its ghost shell (4 lattice steps: every neighbour below is within
+/// 3.2 of its centre).
+const LATTICE_SIDE: usize = 64;
+const LATTICE_EXT: usize = LATTICE_SIDE + 8;
+
+/// The edges of d-lattice, grouped by dst as the others: the 64³ centre
+/// atoms of a cubic lattice numbered in row-major order (x fastest, as an
+/// MD code's spatial sort leaves them), then the ghost atoms of the
+/// 72³ cube around them, row-major; each centre's `per` nearest lattice
+/// neighbours (by distance, then offset z, y, x), nearest first. The
+/// `python/bench/force_bench.py` lattice is the same.
+fn lattice_edges(per: usize) -> (Vec<i32>, Vec<i32>) {
+    let (n, m) = (LATTICE_SIDE as i64, LATTICE_EXT as i64);
+    let mut offsets = Vec::new();
+    for dz in -4i64..=4 {
+        for dy in -4i64..=4 {
+            for dx in -4i64..=4 {
+                if (dx, dy, dz) != (0, 0, 0) {
+                    offsets.push((dx * dx + dy * dy + dz * dz, dz, dy, dx));
+                }
+            }
+        }
+    }
+    offsets.sort_unstable();
+    offsets.truncate(per);
+    // Index of each point of the extended cube: centres first, then ghosts.
+    let mut index = vec![0i32; (m * m * m) as usize];
+    let mut ghost = n * n * n;
+    for z in 0..m {
+        for y in 0..m {
+            for x in 0..m {
+                let (cx, cy, cz) = (x - 4, y - 4, z - 4);
+                let at = (x + m * (y + m * z)) as usize;
+                index[at] = if [cx, cy, cz].iter().all(|&c| (0..n).contains(&c)) {
+                    (cx + n * (cy + n * cz)) as i32
+                } else {
+                    ghost += 1;
+                    (ghost - 1) as i32
+                };
+            }
+        }
+    }
+    let e = (n * n * n) as usize * per;
+    let (mut src, mut dst) = (Vec::with_capacity(e), Vec::with_capacity(e));
+    for z in 0..n {
+        for y in 0..n {
+            for x in 0..n {
+                let centre = (x + n * (y + n * z)) as i32;
+                for &(_, dz, dy, dx) in &offsets {
+                    let (px, py, pz) = (x + 4 + dx, y + 4 + dy, z + 4 + dz);
+                    src.push(index[(px + m * (py + m * pz)) as usize]);
+                    dst.push(centre);
+                }
+            }
+        }
+    }
+    (src, dst)
 }
 
 /// The peer script writes `{"a": ms, "b": ms, ...}`; this reads that much.

@@ -1,7 +1,8 @@
 """Force assembly from Python, one process, every peer in the same run:
 hipkern.torch.edge_force_assembly, DeePMD-kit's Triton op (when its file
 is given: HIPKERN_DEEPMD_OP or argv[2]) and torch's index_add_ reference,
-at the four sizes of benches/force_assembly.rs; and the plan:
+at the sizes of benches/force_assembly.rs (d-lattice: d on a lattice,
+neighbours near in index); and the plan:
 hipkern.torch.build_plan against torch's argsort + searchsorted.
 
 Each time is the median of 50 calls after 10 warm-up calls, between CUDA
@@ -26,9 +27,38 @@ import hipkern.torch as ht
 
 # name, extended atoms, centre atoms (rows with edges), edges per centre:
 # the sizes of benches/force_assembly.rs and scripts/force_torch_peer.py.
+# d-lattice: d's centres and edges per centre on a cubic lattice, each
+# centre's nearest neighbours as src (lattice_edges), as an MD code that
+# sorts its atoms spatially has them; the others' src is random.
+SIDE, EXT = 64, 72
 SIZES = [("a", 700, 700, 50_000 // 700), ("b", 8_000, 8_000, 650_000 // 8_000),
-         ("c", 49_152, 32_768, 128), ("d", 393_216, 262_144, 128)]
+         ("c", 49_152, 32_768, 128), ("d", 393_216, 262_144, 128),
+         ("d-lattice", EXT ** 3, SIDE ** 3, 128)]
 WARMUP, REPEAT = 10, 50
+
+
+def lattice_edges(per):
+    """benches/force_assembly.rs's lattice_edges: the SIDE^3 centres of a
+    cubic lattice in row-major order (x fastest), then the ghosts of the
+    EXT^3 cube around them, row-major; each centre's `per` nearest lattice
+    neighbours (by distance, then offset z, y, x) as src, grouped by dst."""
+    r = range(-4, 5)
+    offsets = sorted((dx * dx + dy * dy + dz * dz, dz, dy, dx)
+                     for dz in r for dy in r for dx in r if (dx, dy, dz) != (0, 0, 0))[:per]
+    off = torch.tensor([(dx, dy, dz) for _, dz, dy, dx in offsets], device="cuda")
+    c = torch.arange(EXT, device="cuda") - 4
+    z, y, x = torch.meshgrid(c, c, c, indexing="ij")
+    inside = (x >= 0) & (x < SIDE) & (y >= 0) & (y < SIDE) & (z >= 0) & (z < SIDE)
+    index = torch.empty(EXT ** 3, dtype=torch.int64, device="cuda")
+    flat = inside.reshape(-1)
+    index[flat] = (x + SIDE * (y + SIDE * z)).reshape(-1)[flat]
+    index[~flat] = SIDE ** 3 + torch.arange(int((~flat).sum()), device="cuda")
+    s = torch.arange(SIDE, device="cuda")
+    cz, cy, cx = (t.reshape(-1, 1) for t in torch.meshgrid(s, s, s, indexing="ij"))
+    px, py, pz = cx + 4 + off[:, 0], cy + 4 + off[:, 1], cz + 4 + off[:, 2]
+    src = index[(px + EXT * (py + EXT * pz)).reshape(-1)]
+    dst = torch.arange(SIDE ** 3, device="cuda").repeat_interleave(per)
+    return src, dst
 
 
 def median_ms(f):
@@ -109,8 +139,13 @@ def main():
     results = {"device": device, "copy_tb_s": bw / 1e12, "torch": torch.__version__, "rows": []}
     for name, n_ext, centres, per in SIZES:
         e = centres * per
-        dst = torch.arange(centres, device="cuda").repeat_interleave(per)
-        src = torch.randint(0, n_ext, (e,), device="cuda", generator=gen)
+        if name == "d-lattice":
+            src, dst = lattice_edges(per)
+            weights = torch.arange(e, device="cuda") % 1009 + 1
+            print(f"d-lattice: src checksum {int((src * weights).sum())} (the Rust bench prints its own)")
+        else:
+            dst = torch.arange(centres, device="cuda").repeat_interleave(per)
+            src = torch.randint(0, n_ext, (e,), device="cuda", generator=gen)
         g = torch.rand(e, 3, device="cuda", generator=gen) * 2 - 1
         r = (torch.rand(e, 3, device="cuda", generator=gen) * 2 - 1) * 4
         plan = ht.build_plan(src, dst, n_ext)
@@ -126,12 +161,12 @@ def main():
         if deepmd is not None:
             row["deepmd_ms"] = median_ms(lambda: deepmd(g, r, *plan64))
         results["rows"].append(row)
-    print(f"{'size':>4} {'E':>10} {'N':>8} | {'hipkern':>8} {'(int64 plan)':>12} {'DeePMD':>8} "
+    print(f"{'size':>9} {'E':>10} {'N':>8} | {'hipkern':>8} {'(int64 plan)':>12} {'DeePMD':>8} "
           f"{'torch':>8} {'floor':>7} | {'DeePMD/hk':>9} {'torch/hk':>8} {'hk/floor':>8} | "
           f"{'plan hk':>8} {'argsort':>8} {'ratio':>6}   (ms)")
     for row in results["rows"]:
         hk, dp = row["hipkern_ms"], row.get("deepmd_ms")
-        print(f"{row['size']:>4} {row['edges']:>10} {row['atoms']:>8} | {hk:8.4f} "
+        print(f"{row['size']:>9} {row['edges']:>10} {row['atoms']:>8} | {hk:8.4f} "
               f"{row['hipkern_int64_plan_ms']:12.4f} {dp if dp is not None else float('nan'):8.4f} "
               f"{row['torch_ms']:8.4f} {row['floor_ms']:7.4f} | "
               f"{(dp / hk) if dp else float('nan'):9.2f} {row['torch_ms'] / hk:8.2f} "
