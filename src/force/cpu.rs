@@ -4,6 +4,7 @@
 use super::{validated_keys, Assembly, CsrPlan, EdgeIndex, GhostMapping, VirialSplit};
 use crate::host_memory::filled_vec;
 use crate::runtime::{Error, Result};
+use crate::threads::map_on_threads;
 
 /// Stable counting sort of `keys` in `[0, n_rows)`: (order, row_ptr).
 /// Fails (nothing allocated) when the machine cannot hold the row offsets.
@@ -166,18 +167,15 @@ pub fn assemble_with_plan<T: Real>(
         .unwrap_or(1)
         .min(64);
     let chunk = n.div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|scope| {
-        for (ci, (fc, wc)) in force
-            .chunks_mut(3 * chunk)
-            .zip(virial.chunks_mut(9 * chunk))
-            .enumerate()
-        {
-            let row = &row;
-            scope.spawn(move || {
-                for (j, (f, w)) in fc.chunks_mut(3).zip(wc.chunks_mut(9)).enumerate() {
-                    row(ci * chunk + j, f, w);
-                }
-            });
+    // A refused thread leaves its chunks to the others (map_on_threads).
+    let chunks: Vec<_> = force
+        .chunks_mut(3 * chunk)
+        .zip(virial.chunks_mut(9 * chunk))
+        .enumerate()
+        .collect();
+    map_on_threads(threads, chunks, |(ci, (fc, wc))| {
+        for (j, (f, w)) in fc.chunks_mut(3).zip(wc.chunks_mut(9)).enumerate() {
+            row(ci * chunk + j, f, w);
         }
     });
     Ok(Assembly { force, virial })

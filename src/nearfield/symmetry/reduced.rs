@@ -28,12 +28,8 @@ use crate::nearfield::quadrature::q_points;
 use crate::nearfield::symmetry::{apply_to_entry, kernel_group, DenseOrbits, SignedPermutation};
 use crate::nearfield::table::{entry_name, kernel_name, mode_normalizers, NearFieldTable};
 use crate::runtime::{Error, Result};
+use crate::threads::map_on_threads;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// One quadrature pass's result: its index and the values of every source
-/// mode there.
-type PassValues = (usize, Vec<f64>);
 
 /// A symmetry-reduced table (module docs).
 #[derive(Clone, Debug)]
@@ -157,34 +153,13 @@ impl ReducedTable {
             let (c, t) = (pair / nq, pair % nq);
             targets.extend_from_slice(&cases.target_points(c, q, l)?[t * d..(t + 1) * d]);
         }
-        let next = AtomicUsize::new(0);
-        let threads = threads.clamp(1, passes.len().max(1));
-        let parts: Vec<Result<Vec<PassValues>>> = std::thread::scope(|scope| {
-            let hs: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut out = Vec::new();
-                        loop {
-                            let i = next.fetch_add(1, Ordering::Relaxed);
-                            if i >= passes.len() {
-                                return Ok(out);
-                            }
-                            let x = &targets[i * d..(i + 1) * d];
-                            out.push((i, entries_at_point(kernel, q, x, l, quad)?));
-                        }
-                    })
-                })
-                .collect();
-            hs.into_iter()
-                .map(|h| h.join().expect("reduced table worker panicked"))
-                .collect()
-        });
-        let mut values: Vec<Vec<f64>> = vec![Vec::new(); passes.len()];
-        for part in parts {
-            for (i, v) in part? {
-                values[i] = v;
-            }
-        }
+        // One pass a work item, on every thread (a refused thread leaves
+        // its items to the others); the first failure in pass order.
+        let values: Vec<Vec<f64>> = map_on_threads(threads, (0..passes.len()).collect(), |i| {
+            entries_at_point(kernel, q, &targets[i * d..(i + 1) * d], l, quad)
+        })
+        .into_iter()
+        .collect::<Result<_>>()?;
         let reduced_data: Vec<f64> = reads
             .iter()
             .map(|&(p, s0, sg)| {

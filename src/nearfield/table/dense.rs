@@ -6,7 +6,7 @@
 //! case vectors and `case_indices` of [`crate::nearfield::Cases`].
 //!
 //! Built in parallel over (case, target point) pairs with
-//! `std::thread::scope`; each pair is one [`entries_at_point`] call, which
+//! every core (`map_on_threads`); each pair is one [`entries_at_point`] call, which
 //! gives all `q^d` source modes of that target at the cost of about one
 //! entry. The values are those of [`crate::nearfield::entry`] with the same
 //! quadrature orders (the same target points and the same quadrature pass;
@@ -18,11 +18,7 @@ use crate::nearfield::kernels::Kernel;
 use crate::nearfield::limits::{check_finite, check_kernel_and_extent, check_table_size};
 use crate::nearfield::quadrature::{gauss_legendre, q_points};
 use crate::runtime::{Error, Result};
-use std::sync::atomic::{AtomicUsize, Ordering};
-
-/// One worker's result for a (case, target point) item: the item and the
-/// values of all source modes there.
-type WorkerRow = (usize, Vec<f64>);
+use crate::threads::map_on_threads;
 
 /// A dense near-field interaction table (see the module docs).
 #[derive(Clone, Debug)]
@@ -116,35 +112,16 @@ impl NearFieldTable {
             targets.extend(cases.target_points(c, q, l)?);
         }
         let n_items = cases.len() * nq;
-        let threads = threads.clamp(1, n_items.max(1));
-        let next = AtomicUsize::new(0);
-        let results: Vec<Result<Vec<WorkerRow>>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = (0..threads)
-                .map(|_| {
-                    scope.spawn(|| {
-                        let mut out = Vec::new();
-                        loop {
-                            let item = next.fetch_add(1, Ordering::Relaxed);
-                            if item >= n_items {
-                                return Ok(out);
-                            }
-                            let x = &targets[item * d..(item + 1) * d];
-                            out.push((item, entries_at_point(kernel, q, x, l, quad)?));
-                        }
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("near-field table worker panicked"))
-                .collect()
+        // One target point of one case a work item, on every thread (a
+        // refused thread leaves its items to the others); the first
+        // failure in item order.
+        let results = map_on_threads(threads, (0..n_items).collect(), |item| {
+            entries_at_point(kernel, q, &targets[item * d..(item + 1) * d], l, quad)
         });
-        for part in results {
-            for (item, values) in part? {
-                let (case, t) = (item / nq, item % nq);
-                for (s, v) in values.into_iter().enumerate() {
-                    data[(case * nq + s) * nq + t] = v;
-                }
+        for (item, values) in results.into_iter().enumerate() {
+            let (case, t) = (item / nq, item % nq);
+            for (s, v) in values?.into_iter().enumerate() {
+                data[(case * nq + s) * nq + t] = v;
             }
         }
         // Each pass checked its own values; this is the net behind it.
