@@ -117,7 +117,14 @@ fn main() {
          to pinned memory); kernels = bin + accumulate + atomic device time (+ host binning); \
          median of {REPS} after {WARMUP} warm-ups"
     );
-    for name in FIXTURE_NAMES {
+    // HIPKERN_BENCH_FIXTURES=boundary,dense (comma-separated): only those
+    // fixtures (and the frames of those of them that have frames rows).
+    let only = std::env::var("HIPKERN_BENCH_FIXTURES").ok();
+    let wanted = |name: &str| {
+        only.as_deref()
+            .is_none_or(|o| o.split(',').any(|x| x.trim() == name))
+    };
+    for name in FIXTURE_NAMES.into_iter().filter(|n| wanted(n)) {
         let f = fixtures::fixture(name).unwrap();
         let routed = !f.events.iter().all(|e| PsfCache::fits(e.x, e.y, e.support));
         let cached_only: Vec<StarEvent> = f
@@ -290,7 +297,7 @@ fn main() {
             (f.width * f.height * 24) as f64 / (download_ms * 1e-3) / 1e9
         );
     }
-    for name in ["dense", "ordinary"] {
+    for name in ["dense", "ordinary"].into_iter().filter(|n| wanted(n)) {
         frames(&device, &cache, name);
     }
 }
