@@ -71,7 +71,6 @@
 mod buffer;
 mod device;
 mod error;
-mod pinned;
 mod stream;
 
 pub use buffer::{
@@ -83,5 +82,4 @@ pub use device::{
 };
 pub(crate) use error::check;
 pub use error::{Error, Result};
-pub(crate) use pinned::Pinned;
 pub use stream::{Event, FillValue, Stream};
