@@ -134,7 +134,12 @@ impl<'a> List1Boxes<'a> {
 
     /// Side of box `b`.
     pub fn extent(&self, b: usize) -> f64 {
-        self.root_extent / f64::from(1u32 << self.levels[b])
+        self.side_at_level(self.levels[b])
+    }
+
+    /// Side of a box at `level` (at most [`MAX_TREE_LEVEL`]).
+    fn side_at_level(&self, level: u32) -> f64 {
+        self.root_extent / f64::from(1u32 << level)
     }
 
     /// Checks the boxes and lists and finds every pair's case (module
@@ -246,7 +251,7 @@ impl<'a> List1Boxes<'a> {
         // Every box's side is one of these (`extent`'s values): the levels
         // were checked against MAX_TREE_LEVEL, the centres for finiteness.
         let sides: Vec<f64> = (0..=MAX_TREE_LEVEL)
-            .map(|l| self.root_extent / f64::from(1u32 << l))
+            .map(|l| self.side_at_level(l))
             .collect();
         for i in targets {
             let tb = self.target_boxes[i] as usize;

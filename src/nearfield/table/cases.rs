@@ -406,18 +406,17 @@ impl Cases {
         // integer as `round` wherever the tolerance below accepts (they
         // differ only at halves, which it refuses), without `round`'s
         // libm call (a third of this function's time on x86-64).
+        // (The range of each component is `id_of_vector`'s check.)
         const ROUNDER: f64 = 6_755_399_441_055_744.0;
-        let mut code = 0usize;
-        for &x in &raw[..d] {
+        let mut v = [0i32; 3];
+        for (v, &x) in v.iter_mut().zip(&raw[..d]) {
             let r = (x + ROUNDER) - ROUNDER;
-            if !((x - r).abs() <= PAIR_TOLERANCE
-                && (-CASE_ENCODING_SHIFT as f64..=CASE_ENCODING_SHIFT as f64).contains(&r))
-            {
+            if (x - r).abs() > PAIR_TOLERANCE || r.is_nan() {
                 return None;
             }
-            code = code * CASE_ENCODING_BASE + (r as i32 + CASE_ENCODING_SHIFT) as usize;
+            *v = r as i32;
         }
-        usize::try_from(self.lookup[code]).ok()
+        self.id_of_vector(&v[..d])
     }
 
     /// The target points of case `case` for a source box `[0, L]^dim` with
