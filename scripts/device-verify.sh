@@ -5,7 +5,10 @@
 # (the torch peer first). Steps run in that order, each capped so the whole
 # call ends within DEADLINE seconds (default 560); a step cut short says so.
 # Everything it prints and writes goes under $OUT (default /tmp/out).
+# STEPS (default "tests c python benches") picks steps, for a shorter call.
 set -u
+STEPS=" ${STEPS:-tests c python benches} "
+want() { case "$STEPS" in *" $1 "*) return 0 ;; esac; echo "=== $1: not asked for (STEPS)"; return 1; }
 T0=$(date +%s); DEADLINE=${DEADLINE:-560}
 # cap MAX RESERVE: seconds a step may take, leaving RESERVE for later steps.
 cap() { local l=$(( DEADLINE - ($(date +%s) - T0) - $2 )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 5 ] && l=5; echo "$l"; }
@@ -15,10 +18,10 @@ out="${OUT:-/tmp/out}"; mkdir -p "$out"
 W="$(mktemp -d)"
 echo "commit $(cat "$G/COMMIT"); $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | head -1)"
 
-echo "=== Rust GPU tests ($(( $(date +%s) - T0 )) s)"
 tar xJf "$G/tests.tar.xz" -C "$W"
 export HIPKERN_BIN="$W/device-tests/hipkern"
 mkdir -p "$out/tests"
+want tests && echo "=== Rust GPU tests ($(( $(date +%s) - T0 )) s)" &&
 for t in "$W"/device-tests/tests/*; do
   "$t" --list 2>/dev/null | grep -q '^gpu_' || continue
   name="$(basename "$t")"; l=$(cap 150 240)
@@ -28,8 +31,8 @@ for t in "$W"/device-tests/tests/*; do
   grep -E '^test .* FAILED|panicked' "$out/tests/$name.txt" | head -5
 done
 
-echo "=== C examples ($(( $(date +%s) - T0 )) s)"
 export LD_LIBRARY_PATH="$G/cex/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+want c && echo "=== C examples ($(( $(date +%s) - T0 )) s)" &&
 for prog in hipkern_example psf_producers; do
   for c in cmake pkgconfig; do
     for threads in 1 16; do
@@ -41,14 +44,16 @@ for prog in hipkern_example psf_producers; do
   done
 done
 
+if want python; then
 echo "=== Python suite ($(( $(date +%s) - T0 )) s)"
 site="$W/site"; mkdir -p "$site"
 python3 -c 'import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' "$site" "$G"/py/wheels/*.whl
 (cd "$G/py" && PYTHONPATH="$site" HIPKERN_DEEPMD_OP="$G/py/deepmd/force_assembly.py" \
   timeout "$(cap 200 150)" python3 -m pytest -q -p no:cacheprovider -rs tests > "$out/pytest.txt" 2>&1; echo "rc=$?" >> "$out/pytest.txt")
 tail -3 "$out/pytest.txt"; grep -E "^(FAILED|ERROR)" "$out/pytest.txt" | head
+fi
 
-echo "=== benches ($(( $(date +%s) - T0 )) s)"
-(cd "$G" && HIPKERN_BENCH_OUT="$out/benches" timeout "$(cap 600 0)" bash run-benches.sh > "$out/benches.txt" 2>&1; echo "rc=$?" >> "$out/benches.txt")
-tail -3 "$out/benches.txt"
+want benches && echo "=== benches ($(( $(date +%s) - T0 )) s)" &&
+{ (cd "$G" && HIPKERN_BENCH_OUT="$out/benches" timeout "$(cap 600 0)" bash run-benches.sh > "$out/benches.txt" 2>&1; echo "rc=$?" >> "$out/benches.txt")
+tail -3 "$out/benches.txt"; }
 echo "=== end ($(( $(date +%s) - T0 )) s)"
