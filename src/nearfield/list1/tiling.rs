@@ -81,93 +81,98 @@ struct KeyRows {
     key_source_slots: Vec<u16>,
 }
 
-/// The key rows of tiles `run` (tile `x`'s boxes `order[tiles[x]]`, in
-/// lane order; `sorted` each target's (key, pair) by key; `t` the tiles'
-/// sources).
-fn key_rows(
-    run: std::ops::Range<usize>,
-    order: &[usize],
-    tiles: &[std::ops::Range<usize>],
-    sorted: &[(u32, u32)],
-    starts: &[u32],
-    t: &TargetTiling,
-    source: &impl Fn(usize) -> u32,
-) -> KeyRows {
-    let b = t.targets_per_tile;
-    let mut out = KeyRows::default();
-    // (lane, pair) of one tile by key, lanes ascending within a key and a
-    // lane's pairs in list order (each target's pairs are sorted by key,
-    // stably): a counting sort over the tile's distinct keys. Each key's
-    // rows are then its largest count on one lane.
-    let mut entries: Vec<(u32, u32)> = Vec::new();
-    let mut distinct: Vec<u32> = Vec::new();
-    // Per key: its pairs in the tile, then its next entry (dense over the
-    // keys; only the tile's own are touched and reset).
-    let n_keys = sorted
-        .iter()
-        .map(|&(k, _)| k as usize + 1)
-        .max()
-        .unwrap_or(0);
-    let mut slot = vec![0u32; n_keys];
-    for tile in run {
-        let boxes = &order[tiles[tile].clone()];
-        distinct.clear();
-        for &i in boxes {
-            for &(k, _) in &sorted[starts[i] as usize..starts[i + 1] as usize] {
-                if slot[k as usize] == 0 {
-                    distinct.push(k);
-                }
-                slot[k as usize] += 1;
-            }
-        }
-        distinct.sort_unstable();
-        let mut next = 0u32;
-        for &k in &distinct {
-            let n = slot[k as usize];
-            slot[k as usize] = next;
-            next += n;
-        }
-        entries.clear();
-        entries.resize(next as usize, (0, 0));
-        for (lane, &i) in boxes.iter().enumerate() {
-            for &(k, j) in &sorted[starts[i] as usize..starts[i + 1] as usize] {
-                let s = &mut slot[k as usize];
-                entries[*s as usize] = (lane as u32, j);
-                *s += 1;
-            }
-        }
-        let here = &t.tile_sources
-            [t.tile_source_offsets[tile] as usize..t.tile_source_offsets[tile + 1] as usize];
-        let mut x = 0;
-        for &k in &distinct {
-            // After the scatter a key's slot is its end.
-            let end = std::mem::take(&mut slot[k as usize]) as usize;
-            let row0 = out.keys.len();
-            while x < end {
-                // This lane's pairs of key k go to rows row0, row0 + 1, ...
-                let lane = entries[x].0;
-                let mut occurrence = 0;
-                while x < end && entries[x].0 == lane {
-                    let row = row0 + occurrence;
-                    if row == out.keys.len() {
-                        out.keys.push(k);
-                        out.key_pairs.resize(out.keys.len() * b, NONE);
-                        out.key_source_slots.resize(out.keys.len() * b, u16::MAX);
+impl KeyOrder<'_> {
+    /// The key rows of tiles `run` (tile `x`'s boxes `order[tiles[x]]`, in
+    /// lane order; `t` the tiles' sources, of `n_sources` source boxes).
+    fn key_rows(
+        &self,
+        run: std::ops::Range<usize>,
+        tiles: &[std::ops::Range<usize>],
+        t: &TargetTiling,
+        n_sources: usize,
+        source: &impl Fn(usize) -> u32,
+    ) -> KeyRows {
+        let (order, sorted, starts) = (&self.order, &self.sorted, self.starts);
+        let b = t.targets_per_tile;
+        let mut out = KeyRows::default();
+        // (lane, pair) of one tile by key, lanes ascending within a key and a
+        // lane's pairs in list order (each target's pairs are sorted by key,
+        // stably): a counting sort over the tile's distinct keys. Each key's
+        // rows are then its largest count on one lane.
+        let mut entries: Vec<(u32, u32)> = Vec::new();
+        let mut distinct: Vec<u32> = Vec::new();
+        // Per key: its pairs in the tile, then its next entry (dense over the
+        // keys; only the tile's own are touched and reset).
+        let n_keys = sorted
+            .iter()
+            .map(|&(k, _)| k as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut slot = vec![0u32; n_keys];
+        // Per source box, its position among the open tile's sources (set for
+        // each tile's own before its pairs look them up).
+        let mut position = vec![0u16; n_sources];
+        for tile in run {
+            let boxes = &order[tiles[tile].clone()];
+            distinct.clear();
+            for &i in boxes {
+                for &(k, _) in &sorted[starts[i] as usize..starts[i + 1] as usize] {
+                    if slot[k as usize] == 0 {
+                        distinct.push(k);
                     }
-                    let j = entries[x].1;
-                    let at = here
-                        .binary_search(&source(j as usize))
-                        .expect("a pair's source is among its tile's sources");
-                    out.key_pairs[row * b + lane as usize] = j;
-                    out.key_source_slots[row * b + lane as usize] = at as u16;
-                    occurrence += 1;
-                    x += 1;
+                    slot[k as usize] += 1;
                 }
             }
+            distinct.sort_unstable();
+            let mut next = 0u32;
+            for &k in &distinct {
+                let n = slot[k as usize];
+                slot[k as usize] = next;
+                next += n;
+            }
+            entries.clear();
+            entries.resize(next as usize, (0, 0));
+            for (lane, &i) in boxes.iter().enumerate() {
+                for &(k, j) in &sorted[starts[i] as usize..starts[i + 1] as usize] {
+                    let s = &mut slot[k as usize];
+                    entries[*s as usize] = (lane as u32, j);
+                    *s += 1;
+                }
+            }
+            let here = &t.tile_sources
+                [t.tile_source_offsets[tile] as usize..t.tile_source_offsets[tile + 1] as usize];
+            for (at, &s) in here.iter().enumerate() {
+                position[s as usize] = at as u16;
+            }
+            let mut x = 0;
+            for &k in &distinct {
+                // After the scatter a key's slot is its end.
+                let end = std::mem::take(&mut slot[k as usize]) as usize;
+                let row0 = out.keys.len();
+                while x < end {
+                    // This lane's pairs of key k go to rows row0, row0 + 1, ...
+                    let lane = entries[x].0;
+                    let mut occurrence = 0;
+                    while x < end && entries[x].0 == lane {
+                        let row = row0 + occurrence;
+                        if row == out.keys.len() {
+                            out.keys.push(k);
+                            out.key_pairs.resize(out.keys.len() * b, NONE);
+                            out.key_source_slots.resize(out.keys.len() * b, u16::MAX);
+                        }
+                        let j = entries[x].1;
+                        out.key_pairs[row * b + lane as usize] = j;
+                        out.key_source_slots[row * b + lane as usize] =
+                            position[source(j as usize) as usize];
+                        occurrence += 1;
+                        x += 1;
+                    }
+                }
+            }
+            out.tile_key_ends.push(out.keys.len() as u32);
         }
-        out.tile_key_ends.push(out.keys.len() as u32);
+        out
     }
-    out
 }
 
 /// FxHash's step (a rotate, a xor, a multiply per 8 bytes): the key lists
@@ -233,10 +238,339 @@ fn order_by_key_lists(starts: &[u32], sorted: &[(u32, u32)]) -> Vec<usize> {
     order
 }
 
+/// What every tiling of one plan's pairs shares, whatever its width and
+/// source bound: each target's pairs sorted by key (stable: list order
+/// within a key) and the targets ordered by those key lists
+/// ([`order_by_key_lists`]). A plan that compares tilings builds it once.
+pub(crate) struct KeyOrder<'a> {
+    starts: &'a [u32],
+    /// Per target, its (key, pair) sorted by key, at the target's offsets.
+    sorted: Vec<(u32, u32)>,
+    /// The targets in tile order.
+    order: Vec<usize>,
+}
+
+impl<'a> KeyOrder<'a> {
+    /// The order of the targets of CSR `starts` (`n_targets + 1` offsets;
+    /// pair `j` of key `key(j)`).
+    pub fn new(starts: &'a [u32], key: impl Fn(usize) -> u32 + Sync) -> Self {
+        let n_targets = starts.len().saturating_sub(1);
+        let n_pairs = starts.last().map_or(0, |&s| s as usize);
+        let mut sorted: Vec<(u32, u32)> = vec![(0, 0); n_pairs];
+        let threads = threads_for(n_pairs, PAIRS_PER_THREAD);
+        let per = n_targets.div_ceil(threads).max(1);
+        let mut runs = Vec::with_capacity(threads);
+        let mut rest = sorted.as_mut_slice();
+        for a in (0..n_targets).step_by(per) {
+            let b = (a + per).min(n_targets);
+            let (mine, tail) = rest.split_at_mut((starts[b] - starts[a]) as usize);
+            runs.push((a..b, mine));
+            rest = tail;
+        }
+        map_on_threads(threads, runs, |(targets, mine)| {
+            let base = starts[targets.start] as usize;
+            for i in targets {
+                let (lo, hi) = (starts[i] as usize, starts[i + 1] as usize);
+                let row = &mut mine[lo - base..hi - base];
+                for (e, j) in row.iter_mut().zip(lo..hi) {
+                    *e = (key(j), j as u32);
+                }
+                row.sort_unstable();
+            }
+        });
+        let order = order_by_key_lists(starts, &sorted);
+        KeyOrder {
+            starts,
+            sorted,
+            order,
+        }
+    }
+
+    /// Target `i`'s (key, pair), sorted by key.
+    fn pairs_of(&self, i: usize) -> &[(u32, u32)] {
+        &self.sorted[self.starts[i] as usize..self.starts[i + 1] as usize]
+    }
+
+    /// The targets, in this order, cut into tiles of at most
+    /// `targets_per_tile` boxes and, but for a box alone, `max_sources`
+    /// distinct source boxes (at most `u16::MAX − 1`; pair `j`'s source
+    /// box `source(j)`): [`Self::cut`], then [`Self::rows`].
+    pub fn tile(
+        &self,
+        source: impl Fn(usize) -> u32 + Sync,
+        targets_per_tile: usize,
+        max_sources: usize,
+    ) -> TargetTiling {
+        let cut = self.cut(&source, targets_per_tile, max_sources);
+        self.rows(cut, &source)
+    }
+
+    /// Where [`Self::tile`] cuts the tiles, and each tile's sources; its
+    /// key rows not yet built ([`Self::slots`] counts them).
+    pub fn cut(
+        &self,
+        source: &(impl Fn(usize) -> u32 + Sync),
+        targets_per_tile: usize,
+        max_sources: usize,
+    ) -> Cut {
+        let max_sources = max_sources.clamp(1, usize::from(u16::MAX) - 1);
+        let b = targets_per_tile.max(1);
+        let n_sources = (0..self.sorted.len())
+            .map(|j| source(j) as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let longest = self
+            .starts
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize)
+            .max()
+            .unwrap_or(0);
+        // A bound no tile can reach cuts every b boxes: the tiles' sources
+        // are then found on every core.
+        if n_sources.min(b.saturating_mul(longest)) <= max_sources {
+            self.cut_every(b, n_sources, source)
+        } else {
+            self.cut_bounded(b, max_sources, n_sources, source)
+        }
+    }
+
+    /// The lane slots the key rows of `cut` take ([`TargetTiling::slots`]),
+    /// counted without building them: per tile, each key's most pairs on
+    /// one lane, times the lanes.
+    pub fn slots(&self, cut: &Cut) -> usize {
+        let n_tiles = cut.tiles.len();
+        let n_keys = self
+            .sorted
+            .iter()
+            .map(|&(k, _)| k as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let threads = threads_for(self.sorted.len(), PAIRS_PER_THREAD).min(n_tiles.max(1));
+        let per = n_tiles.div_ceil(threads).max(1);
+        let rows: Vec<usize> = map_on_threads(
+            threads,
+            (0..n_tiles.div_ceil(per))
+                .map(|r| r * per..((r + 1) * per).min(n_tiles))
+                .collect(),
+            |run: std::ops::Range<usize>| {
+                let mut most = vec![0u32; n_keys];
+                let mut touched: Vec<u32> = Vec::new();
+                let mut rows = 0usize;
+                for tile in run {
+                    for &i in &self.order[cut.tiles[tile].clone()] {
+                        // A lane's pairs of one key are adjacent (sorted).
+                        for same in self.pairs_of(i).chunk_by(|a, b| a.0 == b.0) {
+                            let k = same[0].0 as usize;
+                            if most[k] == 0 {
+                                touched.push(k as u32);
+                            }
+                            most[k] = most[k].max(same.len() as u32);
+                        }
+                    }
+                    for k in touched.drain(..) {
+                        rows += std::mem::take(&mut most[k as usize]) as usize;
+                    }
+                }
+                rows
+            },
+        );
+        rows.iter().sum::<usize>() * cut.targets_per_tile
+    }
+
+    /// The tiling of `cut`: its key rows built on every core.
+    pub fn rows(&self, cut: Cut, source: &(impl Fn(usize) -> u32 + Sync)) -> TargetTiling {
+        let Cut {
+            targets_per_tile: b,
+            n_sources,
+            tiles,
+            tile_source_offsets,
+            tile_sources,
+        } = cut;
+        let n_pairs = self.sorted.len();
+        let n_tiles = tiles.len();
+        let mut t = TargetTiling {
+            targets_per_tile: b,
+            tile_targets: vec![NONE; n_tiles * b],
+            tile_key_offsets: Vec::with_capacity(n_tiles + 1),
+            max_tile_sources: tile_source_offsets
+                .windows(2)
+                .map(|w| (w[1] - w[0]) as usize)
+                .max()
+                .unwrap_or(0),
+            tile_source_offsets,
+            tile_sources,
+            ..TargetTiling::default()
+        };
+        // Each tile's key rows depend on that tile alone: the tiles are cut
+        // into one run per thread, each run's rows built apart and appended
+        // in tile order (the same rows one thread would build).
+        let threads = threads_for(n_pairs, PAIRS_PER_THREAD).min(n_tiles.max(1));
+        let per = n_tiles.div_ceil(threads).max(1);
+        let runs: Vec<KeyRows> = map_on_threads(
+            threads,
+            (0..n_tiles.div_ceil(per))
+                .map(|r| r * per..((r + 1) * per).min(n_tiles))
+                .collect(),
+            |run| self.key_rows(run, &tiles, &t, n_sources, source),
+        );
+        t.tile_key_offsets.push(0);
+        for (tile, range) in tiles.iter().enumerate() {
+            for (lane, &i) in self.order[range.clone()].iter().enumerate() {
+                t.tile_targets[tile * b + lane] = i as u32;
+            }
+        }
+        for run in runs {
+            let at = t.keys.len() as u32;
+            t.tile_key_offsets
+                .extend(run.tile_key_ends.iter().map(|&e| at + e));
+            t.keys.extend_from_slice(&run.keys);
+            t.key_pairs.extend_from_slice(&run.key_pairs);
+            t.key_source_slots.extend_from_slice(&run.key_source_slots);
+        }
+        t
+    }
+
+    /// Tiles of `b` boxes in order, each tile's sources found apart (one
+    /// run of tiles per thread, with its own marks).
+    fn cut_every(
+        &self,
+        b: usize,
+        n_sources: usize,
+        source: &(impl Fn(usize) -> u32 + Sync),
+    ) -> Cut {
+        let n_targets = self.order.len();
+        let tiles: Vec<std::ops::Range<usize>> = (0..n_targets)
+            .step_by(b)
+            .map(|x| x..(x + b).min(n_targets))
+            .collect();
+        let n_tiles = tiles.len();
+        let threads = threads_for(self.sorted.len(), PAIRS_PER_THREAD).min(n_tiles.max(1));
+        let per = n_tiles.div_ceil(threads).max(1);
+        let runs: Vec<(Vec<u32>, Vec<u32>)> = map_on_threads(
+            threads,
+            (0..n_tiles.div_ceil(per))
+                .map(|r| r * per..((r + 1) * per).min(n_tiles))
+                .collect(),
+            |run: std::ops::Range<usize>| {
+                let mut in_tile = vec![NONE; n_sources];
+                let (mut ends, mut sources) = (Vec::new(), Vec::new());
+                for tile in run {
+                    let first = sources.len();
+                    for &i in &self.order[tiles[tile].clone()] {
+                        for &(_, j) in self.pairs_of(i) {
+                            let s = source(j as usize);
+                            if in_tile[s as usize] != tile as u32 {
+                                in_tile[s as usize] = tile as u32;
+                                sources.push(s);
+                            }
+                        }
+                    }
+                    sources[first..].sort_unstable();
+                    ends.push(sources.len() as u32);
+                }
+                (ends, sources)
+            },
+        );
+        let mut cut = Cut {
+            targets_per_tile: b,
+            n_sources,
+            tiles,
+            tile_source_offsets: Vec::with_capacity(n_tiles + 1),
+            tile_sources: Vec::new(),
+        };
+        cut.tile_source_offsets.push(0);
+        for (ends, sources) in runs {
+            let at = cut.tile_sources.len() as u32;
+            cut.tile_source_offsets.extend(ends.iter().map(|&e| at + e));
+            cut.tile_sources.extend_from_slice(&sources);
+        }
+        cut
+    }
+
+    /// The greedy cut: a box joins the open tile if the tile keeps at most
+    /// `b` boxes and `max_sources` distinct sources (`union`); a closed
+    /// tile's union, sorted, is its sources. Marks per source box
+    /// (`in_tile`: the tile holding it; `in_box`: the box last counting it)
+    /// keep the cut linear in the pairs; each pair's source is read once
+    /// unless its box opens a tile.
+    fn cut_bounded(
+        &self,
+        b: usize,
+        max_sources: usize,
+        n_sources: usize,
+        source: &impl Fn(usize) -> u32,
+    ) -> Cut {
+        let mut in_tile = vec![NONE; n_sources];
+        let mut in_box = vec![NONE; n_sources];
+        let mut cut = Cut {
+            targets_per_tile: b,
+            n_sources,
+            tiles: Vec::new(),
+            tile_source_offsets: vec![0],
+            tile_sources: Vec::new(),
+        };
+        let mut union: Vec<u32> = Vec::new();
+        let mut fresh: Vec<u32> = Vec::new();
+        let mut begin = 0;
+        let close = |cut: &mut Cut, union: &mut Vec<u32>, range| {
+            cut.tiles.push(range);
+            union.sort_unstable();
+            cut.tile_sources.append(union);
+            cut.tile_source_offsets.push(cut.tile_sources.len() as u32);
+        };
+        for (x, &i) in self.order.iter().enumerate() {
+            let tile = cut.tiles.len() as u32;
+            fresh.clear();
+            for &(_, j) in self.pairs_of(i) {
+                let s = source(j as usize);
+                if in_tile[s as usize] != tile && in_box[s as usize] != x as u32 {
+                    in_box[s as usize] = x as u32;
+                    fresh.push(s);
+                }
+            }
+            if x > begin && (x - begin == b || union.len() + fresh.len() > max_sources) {
+                close(&mut cut, &mut union, begin..x);
+                begin = x;
+                // The box opens the next tile: all its sources are new there.
+                let tile = tile + 1;
+                for &(_, j) in self.pairs_of(i) {
+                    let s = source(j as usize);
+                    if in_tile[s as usize] != tile {
+                        in_tile[s as usize] = tile;
+                        union.push(s);
+                    }
+                }
+            } else {
+                for &s in &fresh {
+                    in_tile[s as usize] = tile;
+                }
+                union.extend_from_slice(&fresh);
+            }
+        }
+        if begin < self.order.len() {
+            close(&mut cut, &mut union, begin..self.order.len());
+        }
+        cut
+    }
+}
+
+/// Where a tiling cuts the ordered targets: the tiles (ranges of the
+/// order) and each tile's distinct sources, ascending.
+pub(crate) struct Cut {
+    targets_per_tile: usize,
+    /// One more than the largest source box.
+    n_sources: usize,
+    tiles: Vec<std::ops::Range<usize>>,
+    /// `tiles.len() + 1` offsets into `tile_sources`.
+    tile_source_offsets: Vec<u32>,
+    tile_sources: Vec<u32>,
+}
+
 /// Tiles the targets of CSR `starts` (`n_targets + 1` offsets; pair `j` of
 /// key `key(j)`, source box `source(j)`) into tiles of at most
 /// `targets_per_tile` boxes and, but for a box alone, `max_sources`
-/// distinct source boxes (at most `u16::MAX − 1`).
+/// distinct source boxes (at most `u16::MAX − 1`): [`KeyOrder::tile`].
+#[cfg(test)]
 pub(crate) fn tile_targets(
     starts: &[u32],
     key: impl Fn(usize) -> u32 + Sync,
@@ -244,125 +578,7 @@ pub(crate) fn tile_targets(
     targets_per_tile: usize,
     max_sources: usize,
 ) -> TargetTiling {
-    let max_sources = max_sources.clamp(1, usize::from(u16::MAX) - 1);
-    let n_targets = starts.len().saturating_sub(1);
-    let b = targets_per_tile.max(1);
-    // Every target's pairs sorted by key (stable: list order within a key).
-    let n_pairs = starts.last().map_or(0, |&s| s as usize);
-    let mut sorted: Vec<(u32, u32)> = vec![(0, 0); n_pairs];
-    let threads = threads_for(n_pairs, PAIRS_PER_THREAD);
-    let per = n_targets.div_ceil(threads).max(1);
-    let mut runs = Vec::with_capacity(threads);
-    let mut rest = sorted.as_mut_slice();
-    for a in (0..n_targets).step_by(per) {
-        let b = (a + per).min(n_targets);
-        let (mine, tail) = rest.split_at_mut((starts[b] - starts[a]) as usize);
-        runs.push((a..b, mine));
-        rest = tail;
-    }
-    map_on_threads(threads, runs, |(targets, mine)| {
-        let base = starts[targets.start] as usize;
-        for i in targets {
-            let (lo, hi) = (starts[i] as usize, starts[i + 1] as usize);
-            let row = &mut mine[lo - base..hi - base];
-            for (e, j) in row.iter_mut().zip(lo..hi) {
-                *e = (key(j), j as u32);
-            }
-            row.sort_unstable();
-        }
-    });
-    let order = order_by_key_lists(starts, &sorted);
-
-    // Cut the ordered boxes into tiles: at most b boxes, and a box joins
-    // a tile only if the tile's distinct sources (`union`) stay within
-    // max_sources; a closed tile's union, sorted, is its sources. Marks
-    // per source box (`in_tile`: the tile holding it; `in_box`: the box
-    // last counting it) keep the cut linear in the pairs.
-    let n_sources = (0..n_pairs)
-        .map(|j| source(j) as usize + 1)
-        .max()
-        .unwrap_or(0);
-    let mut in_tile = vec![usize::MAX; n_sources];
-    let mut in_box = vec![usize::MAX; n_sources];
-    let mut tiles: Vec<std::ops::Range<usize>> = Vec::new();
-    let mut tile_sources: Vec<u32> = Vec::new();
-    let mut tile_source_offsets: Vec<u32> = vec![0];
-    let mut union: Vec<u32> = Vec::new();
-    let mut begin = 0;
-    let mut close = |union: &mut Vec<u32>, tile_sources: &mut Vec<u32>| {
-        union.sort_unstable();
-        tile_sources.append(union);
-        tile_source_offsets.push(tile_sources.len() as u32);
-    };
-    for (x, &i) in order.iter().enumerate() {
-        let mine = &sorted[starts[i] as usize..starts[i + 1] as usize];
-        let mut new = 0;
-        for &(_, j) in mine {
-            let s = source(j as usize) as usize;
-            if in_tile[s] != tiles.len() && in_box[s] != x {
-                in_box[s] = x;
-                new += 1;
-            }
-        }
-        if x > begin && (x - begin == b || union.len() + new > max_sources) {
-            tiles.push(begin..x);
-            close(&mut union, &mut tile_sources);
-            begin = x;
-        }
-        for &(_, j) in mine {
-            let s = source(j as usize) as usize;
-            if in_tile[s] != tiles.len() {
-                in_tile[s] = tiles.len();
-                union.push(s as u32);
-            }
-        }
-    }
-    if begin < order.len() {
-        tiles.push(begin..order.len());
-        close(&mut union, &mut tile_sources);
-    }
-
-    let n_tiles = tiles.len();
-    let mut t = TargetTiling {
-        targets_per_tile: b,
-        tile_targets: vec![NONE; n_tiles * b],
-        tile_key_offsets: Vec::with_capacity(n_tiles + 1),
-        max_tile_sources: tile_source_offsets
-            .windows(2)
-            .map(|w| (w[1] - w[0]) as usize)
-            .max()
-            .unwrap_or(0),
-        tile_source_offsets,
-        tile_sources,
-        ..TargetTiling::default()
-    };
-    // Each tile's key rows depend on that tile alone: the tiles are cut
-    // into one run per thread, each run's rows built apart and appended in
-    // tile order (the same rows one thread would build).
-    let threads = threads_for(n_pairs, PAIRS_PER_THREAD).min(n_tiles.max(1));
-    let per = n_tiles.div_ceil(threads).max(1);
-    let runs: Vec<KeyRows> = map_on_threads(
-        threads,
-        (0..n_tiles.div_ceil(per))
-            .map(|r| r * per..((r + 1) * per).min(n_tiles))
-            .collect(),
-        |run| key_rows(run, &order, &tiles, &sorted, starts, &t, &source),
-    );
-    t.tile_key_offsets.push(0);
-    for (tile, range) in tiles.iter().enumerate() {
-        for (lane, &i) in order[range.clone()].iter().enumerate() {
-            t.tile_targets[tile * b + lane] = i as u32;
-        }
-    }
-    for run in runs {
-        let at = t.keys.len() as u32;
-        t.tile_key_offsets
-            .extend(run.tile_key_ends.iter().map(|&e| at + e));
-        t.keys.extend_from_slice(&run.keys);
-        t.key_pairs.extend_from_slice(&run.key_pairs);
-        t.key_source_slots.extend_from_slice(&run.key_source_slots);
-    }
-    t
+    KeyOrder::new(starts, key).tile(source, targets_per_tile, max_sources)
 }
 
 #[cfg(test)]
@@ -382,7 +598,13 @@ mod tests {
         b: usize,
         max_sources: usize,
     ) -> TargetTiling {
-        let t = tile_targets(starts, |j| keys[j], |j| sources[j], b, max_sources);
+        let order = KeyOrder::new(starts, |j| keys[j]);
+        let source = |j: usize| sources[j];
+        let cut = order.cut(&source, b, max_sources);
+        let slots = order.slots(&cut);
+        let t = order.rows(cut, &source);
+        assert_eq!(slots, t.slots(), "slots counted before the rows");
+        assert_eq!(t, tile_targets(starts, |j| keys[j], source, b, max_sources));
         let n_targets = starts.len() - 1;
         let n_pairs = keys.len();
         if max_sources >= n_pairs {

@@ -10,7 +10,7 @@ use super::{
 };
 use crate::nearfield::list1::{check_list1_inputs, LevelScaling, List1Boxes};
 use crate::nearfield::list1_grouping::{group_pairs, tile_capacity, GroupChunk};
-use crate::nearfield::list1_tiling::{lanes_busy, tile_targets, TargetTiling};
+use crate::nearfield::list1_tiling::{lanes_busy, Cut, KeyOrder, TargetTiling};
 use crate::runtime::{check, DeviceBuffer, Result};
 use crate::threads::map_on_threads;
 use hipkern_sys as sys;
@@ -297,20 +297,10 @@ impl List1DevicePlan {
     }
 }
 
-/// A tiling cut for one tiled kernel.
-struct HostTiling {
-    kernel: List1Kernel,
-    tiling: TargetTiling,
-}
-
-/// The tiling of a tiled kernel at its width (the C ABI's
-/// `hipkern_list1_tile_targets`), staged tiles cut at their source bound.
-fn cut_tiles(
-    hp: &HostPairs<'_>,
-    n_cases: usize,
-    nq: usize,
-    kernel: List1Kernel,
-) -> Result<HostTiling> {
+/// The width of `kernel`'s tiles (the C ABI's `hipkern_list1_tile_targets`)
+/// and the sources a tile may stage: staged tiles are cut at their source
+/// bound, the others only by width.
+fn tile_shape(kernel: List1Kernel, nq: usize) -> Result<(usize, usize)> {
     let raw = kernel.raw_tiled().expect("a tiled kernel");
     let mut width = 0i32;
     // SAFETY: a valid out-pointer; the call reads its arguments only.
@@ -323,14 +313,7 @@ fn cut_tiles(
     } else {
         usize::MAX
     };
-    let tiling = tile_targets(
-        hp.starts,
-        |j| hp.key(j, n_cases) as u32,
-        |j| hp.sources[j],
-        width,
-        bound,
-    );
-    Ok(HostTiling { kernel, tiling })
+    Ok((width, bound))
 }
 
 impl List1Evaluator {
@@ -374,52 +357,76 @@ impl List1Evaluator {
         let nq = self.meta.nq;
         let n_cases = self.meta.n_cases;
         let tensor = self.tensor_cores_available;
-        let mut tiling: Option<HostTiling> = None;
+        // The targets ordered by their key lists: every tiling shares it.
+        let key_order = || KeyOrder::new(hp.starts, |j| hp.key(j, n_cases) as u32);
+        let source = |j: usize| hp.sources[j];
+        let mut tiling: Option<TargetTiling> = None;
         let (kernel, reason) = match forced {
             Some(k) => {
                 self.check_kernel(k)?;
+                if k.raw_tiled().is_some() {
+                    let (width, bound) = tile_shape(k, nq)?;
+                    tiling = Some(key_order().tile(source, width, bound));
+                }
                 (k, "forced".to_string())
             }
             None => {
-                // The tilings the fast contract compares; the winner is kept.
-                let mut cut = Vec::new();
+                // The fast contract compares the lanes busy of its tilings'
+                // cuts (one order, the cuts side by side); only the
+                // winner's key rows are built.
+                let mut cuts: Vec<(List1Kernel, Cut)> = Vec::new();
+                let mut order = None;
                 let choice = choose(self.contract, nq, tensor, || {
                     let per_key_kernel = if tensor {
                         List1Kernel::Tiled
                     } else {
                         List1Kernel::TiledFma
                     };
-                    // The two tilings side by side: each has sequential
-                    // steps (the order, the cut) that the other fills.
                     let kernels = if tensor {
                         vec![per_key_kernel, List1Kernel::Staged]
                     } else {
                         vec![per_key_kernel]
                     };
-                    let mut tilings =
-                        map_on_threads(2, kernels, |k| cut_tiles(hp, n_cases, nq, k)).into_iter();
-                    let per_key = tilings.next().expect("the per-key tiling");
-                    let staged = tilings.next();
-                    let per_key = per_key?;
+                    let shapes = kernels
+                        .iter()
+                        .map(|&k| tile_shape(k, nq))
+                        .collect::<Result<Vec<_>>>()?;
+                    let ko = order.insert(key_order());
                     let pairs = hp.sources.len();
+                    let ko = &*ko;
+                    let cut_and_count = |(k, (width, bound)): (List1Kernel, (usize, usize))| {
+                        let cut = ko.cut(&source, width, bound);
+                        let busy = lanes_busy(pairs, ko.slots(&cut));
+                        (k, cut, busy)
+                    };
                     let mut busy = TileBusy {
-                        per_key: lanes_busy(pairs, per_key.tiling.slots()),
+                        per_key: 0.0,
                         staged: None,
                     };
-                    cut.push(per_key);
-                    if let Some(staged) = staged {
-                        let staged = staged?;
-                        busy.staged = Some(lanes_busy(pairs, staged.tiling.slots()));
-                        cut.push(staged);
+                    for (k, cut, b) in
+                        map_on_threads(2, kernels.into_iter().zip(shapes).collect(), cut_and_count)
+                    {
+                        if k == List1Kernel::Staged {
+                            busy.staged = Some(b);
+                        } else {
+                            busy.per_key = b;
+                        }
+                        cuts.push((k, cut));
                     }
                     Ok(busy)
                 })?;
-                tiling = cut.into_iter().find(|t| t.kernel == choice.0);
+                if let (Some(ko), Some((_, cut))) = (
+                    order.as_ref(),
+                    cuts.into_iter().find(|(k, _)| *k == choice.0),
+                ) {
+                    tiling = Some(ko.rows(cut, &source));
+                }
                 choice
             }
         };
         if kernel.raw_tiled().is_some() && tiling.is_none() {
-            tiling = Some(cut_tiles(hp, n_cases, nq, kernel)?);
+            let (width, bound) = tile_shape(kernel, nq)?;
+            tiling = Some(key_order().tile(source, width, bound));
         }
         let d = &self.device;
         let scale: Vec<f64> = hp.scalings.iter().map(|s| s.scale).collect();
@@ -460,7 +467,7 @@ impl List1Evaluator {
         };
         let tiles = match tiling {
             None => None,
-            Some(HostTiling { tiling: t, .. }) => {
+            Some(t) => {
                 // The tiled kernels read dense case matrices: the dense
                 // table's own, or each key's expanded once from the layout.
                 // A tiling without keys (no pairs) still names one (key 0,
