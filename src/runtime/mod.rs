@@ -71,6 +71,7 @@
 mod buffer;
 mod device;
 mod error;
+mod pinned;
 mod stream;
 
 pub use buffer::{
@@ -82,4 +83,5 @@ pub use device::{
 };
 pub(crate) use error::check;
 pub use error::{Error, Result};
+pub(crate) use pinned::Pinned;
 pub use stream::{Event, FillValue, Stream};

@@ -2,7 +2,7 @@
 //! routed by the direct path), synchronizing, finishing, resetting and
 //! replacing the image, and the host side of the device's verdict and
 //! counters.
-use super::scratch::{Pinned, COUNTERS, REPORT, REPORT_NONE, WORDS};
+use super::scratch::{COUNTERS, REPORT, REPORT_NONE, WORDS};
 use super::{DeviceSink, ScratchUsage, SinkTimings};
 use crate::host_memory::filled_vec;
 use crate::psf::event::StarEvent;
@@ -10,6 +10,7 @@ use crate::psf::image::HdrImage;
 use crate::psf::reference::{check_routed, DirectStats, SinkStats};
 use crate::psf::support::{anchor_phase, support_box};
 use crate::psf::{PsfCache, CACHE_RADIUS, CHUNK_EVENTS};
+use crate::runtime::Pinned;
 use crate::runtime::{Error, Result};
 
 fn cache_refusal(e: &StarEvent, index: usize) -> Error {

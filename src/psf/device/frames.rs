@@ -13,8 +13,8 @@
 //! downloading makes the device wait for that download before it overwrites
 //! the frame buffer, and a frame not read before the next one ends is
 //! replaced by it.
-use super::scratch::Pinned;
 use super::DeviceSink;
+use crate::runtime::Pinned;
 use crate::runtime::{DeviceBuffer, Error, Event, Result, Stream};
 
 /// The frame buffer, its page-locked copy and their stream (allocated by
@@ -24,7 +24,7 @@ pub(super) struct Frames {
     /// The device copy of the last ended frame.
     snapshot: DeviceBuffer<f64>,
     /// Its host copy.
-    pinned: Pinned,
+    pinned: Pinned<f64>,
     /// Recorded on the compute stream after the snapshot copy.
     copied: Event,
     /// Recorded on the frame stream after the download.

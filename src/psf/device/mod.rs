@@ -83,9 +83,10 @@ pub use records::{ChunkMode, ChunkRecord, SinkTimings};
 
 use super::reference::SinkStats;
 use super::PsfCache;
+use crate::runtime::Pinned;
 use crate::runtime::{Device, DeviceBuffer, Result, Stream};
 use records::Profile;
-use scratch::{Pinned, Slot, TileScratch};
+use scratch::{Slot, TileScratch};
 use std::sync::Arc;
 
 /// The float64 PSF sink on one device.
@@ -117,7 +118,7 @@ pub struct DeviceSink {
     slots: [Slot; 2],
     next: usize,
     /// [`DeviceSink::finish_pinned`]'s image, allocated on first use.
-    pinned_image: Option<Pinned>,
+    pinned_image: Option<Pinned<f64>>,
     /// [`DeviceSink::end_frame`]'s buffers, allocated on first use.
     frames: Option<frames::Frames>,
     /// What the host counts itself: events, chunks, the direct path.

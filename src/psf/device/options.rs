@@ -2,10 +2,11 @@
 //! scratch capacities, the adaptive thresholds, and the builder that
 //! allocates every buffer.
 use super::records::Profile;
-use super::scratch::{Pinned, Slot, TileScratch, FIELDS, REPORT, REPORT_NONE, WORDS};
+use super::scratch::{Slot, TileScratch, FIELDS, REPORT, REPORT_NONE, WORDS};
 use super::DeviceSink;
 use crate::psf::reference::SinkStats;
 use crate::psf::{PsfCache, CHUNK_EVENTS};
+use crate::runtime::Pinned;
 use crate::runtime::{Device, Error, Event, Result};
 use std::sync::Arc;
 

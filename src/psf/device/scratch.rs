@@ -2,10 +2,9 @@
 //! staging of the double buffer, the device word buffer (binning totals,
 //! counters, verdict) and the tile modes' bounded scratch.
 use super::options::{ScratchLimits, ScratchUsage};
-use crate::host_memory::{bytes_of, check_available};
 use crate::psf::binning::{tile_count, TileTask};
 use crate::psf::{CENTRE_TILE, CHUNK_EVENTS, EVENT_FIELDS};
-use crate::runtime::{check, Device, DeviceBuffer, Error, Event, Result};
+use crate::runtime::{Device, DeviceBuffer, Error, Event, Pinned, Result};
 use hipkern_sys as sys;
 
 /// The report word's value while no event was refused.
@@ -13,81 +12,9 @@ pub(super) const REPORT_NONE: u64 = u64::MAX;
 /// float64 values of one event.
 pub(super) const FIELDS: usize = EVENT_FIELDS.len();
 
-/// Page-locked host memory of `len` float64, freed on drop.
-pub(super) struct Pinned {
-    ptr: *mut f64,
-    len: usize,
-    device: Device,
-}
-
-// SAFETY: the sink owns the allocation exclusively; it is plain host memory
-// that any thread may access (the runtime API is thread-safe for the free).
-unsafe impl Send for Pinned {}
-
-impl Pinned {
-    pub(super) fn new(device: &Device, len: usize) -> Result<Pinned> {
-        let what = || format!("{len} float64 of page-locked host memory");
-        // Checked against the machine first: page-locked memory cannot be
-        // swapped out, and a size beyond the machine must be an error.
-        let bytes = bytes_of::<f64>(len as u128, &what)?;
-        check_available(bytes, &what)?;
-        let bytes = usize::try_from(bytes).map_err(|_| Error::HostMemory {
-            what: what(),
-            needed_bytes: bytes,
-            available_bytes: None,
-        })?;
-        let _scope = device.enter()?;
-        let mut raw = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; `bytes` is len·8, computed with
-        // checked arithmetic above.
-        check("hipkern_malloc_host", unsafe {
-            sys::hipkern_malloc_host(&mut raw, bytes)
-        })?;
-        if raw.is_null() {
-            return Err(Error::HostMemory {
-                what: what(),
-                needed_bytes: bytes as u64,
-                available_bytes: None,
-            });
-        }
-        Ok(Pinned {
-            ptr: raw.cast(),
-            len,
-            device: device.clone(),
-        })
-    }
-
-    pub(super) fn as_slice(&self) -> &[f64] {
-        // SAFETY: ptr holds len float64 (page-locked, 8-byte aligned), owned
-        // by self; any bit pattern is a valid f64.
-        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
-    }
-
-    pub(super) fn as_mut_slice(&mut self) -> &mut [f64] {
-        // SAFETY: as in as_slice, and &mut self makes the access exclusive.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
-    }
-}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        let r = self.device.with_current(|| {
-            // SAFETY: ptr came from hipkern_malloc_host and is freed once;
-            // the sink synchronized its streams before dropping (no copy
-            // still reads it).
-            check("hipkern_free_host", unsafe {
-                sys::hipkern_free_host(self.ptr.cast())
-            })
-        });
-        if let Err(e) = r {
-            self.device.record_free_error(e);
-        }
-    }
-}
-
 /// One half of the double buffer.
 pub(super) struct Slot {
-    pub(super) staging: Pinned,
+    pub(super) staging: Pinned<f64>,
     pub(super) events: DeviceBuffer<f64>,
     /// Recorded on the copy stream after the upload from `staging`.
     pub(super) uploaded: Event,

@@ -250,6 +250,7 @@ impl List1Evaluator {
     ) -> Result<()> {
         let t = self.raw_table();
         let p = plan.raw_pairs();
+        let parts = &plan.parts;
         let Some(g) = plan.groups.as_mut() else {
             return bad("the grouped plan has no groups".into());
         };
@@ -266,9 +267,9 @@ impl List1Evaluator {
                 n_tiles: ch.tiles.len() as i64,
                 // SAFETY (offsets): tile ranges index the uploaded arrays
                 // (tile_offsets has one more entry than tile_keys).
-                tile_offsets: unsafe { g.tile_offsets.as_ptr().add(ch.tiles.start) },
-                tile_keys: unsafe { g.tile_keys.as_ptr().add(ch.tiles.start) },
-                tile_pairs: g.tile_pairs.as_ptr(),
+                tile_offsets: unsafe { parts.ptr(g.tile_offsets).add(ch.tiles.start) },
+                tile_keys: unsafe { parts.ptr(g.tile_keys).add(ch.tiles.start) },
+                tile_pairs: parts.ptr(g.tile_pairs),
                 pair_values: scratch,
             };
             // SAFETY: the caller's contract; the structs live across the

@@ -4,10 +4,9 @@
 //! scalings; the grouped kernel's groups and chunks, or the tiled kernels'
 //! tiles, their sources and the keys' case matrices).
 use super::dispatch::{choose, staged_source_bound, TileBusy};
+use super::parts::{DeviceParts, Packing, Part};
 use super::payload::{KeyMatrices, TableMeta};
-use super::{
-    bad, upload, List1Contract, List1Evaluator, List1Kernel, List1Layout, MAX_TILED_MODES,
-};
+use super::{bad, List1Contract, List1Evaluator, List1Kernel, List1Layout, MAX_TILED_MODES};
 use crate::nearfield::list1::{check_list1_inputs, LevelScaling, List1Boxes};
 use crate::nearfield::list1_grouping::{group_pairs, tile_capacity, GroupChunk};
 use crate::nearfield::list1_tiling::{lanes_busy, Cut, KeyOrder, TargetTiling};
@@ -89,13 +88,15 @@ pub struct List1DevicePlan {
     pub(super) kernel: List1Kernel,
     contract: List1Contract,
     reason: String,
-    starts: DeviceBuffer<u32>,
-    sources: DeviceBuffer<u32>,
-    cases: DeviceBuffer<u8>,
-    box_levels: DeviceBuffer<u8>,
-    level_scale: DeviceBuffer<f64>,
-    level_displacement: DeviceBuffer<f64>,
-    level_table: DeviceBuffer<u32>,
+    /// Every array below, in one allocation (parts.rs).
+    pub(super) parts: DeviceParts,
+    starts: Part<u32>,
+    sources: Part<u32>,
+    cases: Part<u8>,
+    box_levels: Part<u8>,
+    level_scale: Part<f64>,
+    level_displacement: Part<f64>,
+    level_table: Part<u32>,
     bytes: usize,
     pub(super) groups: Option<DeviceGrouping>,
     tiles: Option<DeviceTiling>,
@@ -106,15 +107,15 @@ struct DeviceTiling {
     targets_per_tile: usize,
     n_tiles: usize,
     slots: usize,
-    tile_targets: DeviceBuffer<u32>,
-    tile_key_offsets: DeviceBuffer<u32>,
-    keys: DeviceBuffer<u32>,
-    key_pairs: DeviceBuffer<u32>,
+    tile_targets: Part<u32>,
+    tile_key_offsets: Part<u32>,
+    keys: Part<u32>,
+    key_pairs: Part<u32>,
     /// The staged kernel's: each tile's sources and each slot's row.
     max_tile_sources: usize,
-    tile_source_offsets: DeviceBuffer<u32>,
-    tile_sources: DeviceBuffer<u32>,
-    key_source_slots: DeviceBuffer<u16>,
+    tile_source_offsets: Part<u32>,
+    tile_sources: Part<u32>,
+    key_source_slots: Part<u16>,
     /// The case matrices of the tiles' keys, for an ORBIT or fallback
     /// table (the tiled kernels read dense matrices alone).
     key_matrices: Option<KeyMatrices>,
@@ -124,9 +125,9 @@ struct DeviceTiling {
 /// chunks on the host, the scratch (allocated at the first evaluation).
 pub(super) struct DeviceGrouping {
     pub(super) chunks: Vec<GroupChunk>,
-    pub(super) tile_offsets: DeviceBuffer<u32>,
-    pub(super) tile_keys: DeviceBuffer<u32>,
-    pub(super) tile_pairs: DeviceBuffer<u32>,
+    pub(super) tile_offsets: Part<u32>,
+    pub(super) tile_keys: Part<u32>,
+    pub(super) tile_pairs: Part<u32>,
     pub(super) max_chunk_pairs: usize,
     pub(super) scratch: Option<DeviceBuffer<f64>>,
 }
@@ -186,13 +187,13 @@ impl List1DevicePlan {
             n_boxes: self.n_boxes as i64,
             n_pairs: self.n_pairs as i64,
             n_levels: self.n_levels as i32,
-            source_starts: self.starts.as_ptr(),
-            source_boxes: self.sources.as_ptr(),
-            pair_cases: self.cases.as_ptr(),
-            box_levels: self.box_levels.as_ptr(),
-            level_scale: self.level_scale.as_ptr(),
-            level_displacement: self.level_displacement.as_ptr(),
-            level_table: self.level_table.as_ptr(),
+            source_starts: self.parts.ptr(self.starts),
+            source_boxes: self.parts.ptr(self.sources),
+            pair_cases: self.parts.ptr(self.cases),
+            box_levels: self.parts.ptr(self.box_levels),
+            level_scale: self.parts.ptr(self.level_scale),
+            level_displacement: self.parts.ptr(self.level_displacement),
+            level_table: self.parts.ptr(self.level_table),
         }
     }
 
@@ -206,14 +207,14 @@ impl List1DevicePlan {
             targets_per_tile: tl.targets_per_tile as i32,
             kernel: kernel as i32,
             n_tiles: tl.n_tiles as i64,
-            tile_targets: tl.tile_targets.as_ptr(),
-            tile_key_offsets: tl.tile_key_offsets.as_ptr(),
-            keys: tl.keys.as_ptr(),
-            key_pairs: tl.key_pairs.as_ptr(),
+            tile_targets: self.parts.ptr(tl.tile_targets),
+            tile_key_offsets: self.parts.ptr(tl.tile_key_offsets),
+            keys: self.parts.ptr(tl.keys),
+            key_pairs: self.parts.ptr(tl.key_pairs),
             max_tile_sources: tl.max_tile_sources as i32,
-            tile_source_offsets: tl.tile_source_offsets.as_ptr(),
-            tile_sources: tl.tile_sources.as_ptr(),
-            key_source_slots: tl.key_source_slots.as_ptr(),
+            tile_source_offsets: self.parts.ptr(tl.tile_source_offsets),
+            tile_sources: self.parts.ptr(tl.tile_sources),
+            key_source_slots: self.parts.ptr(tl.key_source_slots),
             key_matrices: tl
                 .key_matrices
                 .as_ref()
@@ -441,33 +442,58 @@ impl List1Evaluator {
                 .filter(|&&s| disp[usize::from(hp.box_levels[s as usize])] != 0.0)
                 .count()
         };
-        let mut bytes = 4 * (hp.starts.len() + hp.sources.len())
-            + hp.cases.len()
-            + hp.box_levels.len()
-            + 20 * scale.len();
-        let groups = if kernel == List1Kernel::Grouped {
-            let g = group_pairs(
+        // Everything host side first, then one packing and one upload.
+        let grouping = if kernel == List1Kernel::Grouped {
+            Some(group_pairs(
                 hp.starts,
                 self.n_tables * n_cases,
                 |j| hp.key(j, n_cases),
                 (self.pair_scratch_bytes / (8 * nq)).max(1),
                 tile_capacity(nq),
-            );
-            bytes += 4 * (g.tile_offsets.len() + g.tile_keys.len() + g.tile_pairs.len());
-            Some(DeviceGrouping {
-                tile_offsets: upload(d, &g.tile_offsets)?,
-                tile_keys: upload(d, &g.tile_keys)?,
-                tile_pairs: upload(d, &g.tile_pairs)?,
-                chunks: g.chunks,
-                max_chunk_pairs: g.max_chunk_pairs,
-                scratch: None,
-            })
+            ))
         } else {
             None
         };
-        let tiles = match tiling {
-            None => None,
-            Some(t) => {
+        let mut pack = Packing::default();
+        let starts = pack.add(hp.starts);
+        let sources = pack.add(hp.sources);
+        let cases = pack.add(&hp.cases);
+        let box_levels = pack.add(&hp.box_levels);
+        let level_scale = pack.add(&scale);
+        let level_displacement = pack.add(&disp);
+        let level_table = pack.add(&table);
+        let groups = grouping.as_ref().map(|g| {
+            (
+                pack.add(&g.tile_offsets),
+                pack.add(&g.tile_keys),
+                pack.add(&g.tile_pairs),
+            )
+        });
+        let tiled = tiling.as_ref().map(|t| {
+            (
+                pack.add(&t.tile_targets),
+                pack.add(&t.tile_key_offsets),
+                pack.add(&t.keys),
+                pack.add(&t.key_pairs),
+                pack.add(&t.tile_source_offsets),
+                pack.add(&t.tile_sources),
+                pack.add(&t.key_source_slots),
+            )
+        });
+        let parts = pack.upload(d, &self.plan_staging)?;
+        let groups = match (grouping, groups) {
+            (Some(g), Some((tile_offsets, tile_keys, tile_pairs))) => Some(DeviceGrouping {
+                tile_offsets,
+                tile_keys,
+                tile_pairs,
+                chunks: g.chunks,
+                max_chunk_pairs: g.max_chunk_pairs,
+                scratch: None,
+            }),
+            _ => None,
+        };
+        let tiles = match (tiling, tiled) {
+            (Some(t), Some(at)) => {
                 // The tiled kernels read dense case matrices: the dense
                 // table's own, or each key's expanded once from the layout.
                 // A tiling without keys (no pairs) still names one (key 0,
@@ -478,33 +504,31 @@ impl List1Evaluator {
                     (_, false) => Some(self.expand_keys(&t.keys)?),
                     (_, true) => Some(self.expand_keys(&[0])?),
                 };
-                bytes += 4
-                    * (t.tile_targets.len()
-                        + t.tile_key_offsets.len()
-                        + t.keys.len()
-                        + t.key_pairs.len()
-                        + t.tile_source_offsets.len()
-                        + t.tile_sources.len())
-                    + 2 * t.key_source_slots.len()
-                    + key_matrices
-                        .as_ref()
-                        .map_or(0, |m| 4 * (m.count + m.index.len()));
+                let (tile_targets, tile_key_offsets, keys, key_pairs) = (at.0, at.1, at.2, at.3);
+                let (tile_source_offsets, tile_sources, key_source_slots) = (at.4, at.5, at.6);
                 Some(DeviceTiling {
                     targets_per_tile: t.targets_per_tile,
                     n_tiles: t.n_tiles(),
                     slots: t.slots(),
-                    tile_targets: upload(d, &t.tile_targets)?,
-                    tile_key_offsets: upload(d, &t.tile_key_offsets)?,
-                    keys: upload(d, &t.keys)?,
-                    key_pairs: upload(d, &t.key_pairs)?,
+                    tile_targets,
+                    tile_key_offsets,
+                    keys,
+                    key_pairs,
                     max_tile_sources: t.max_tile_sources,
-                    tile_source_offsets: upload(d, &t.tile_source_offsets)?,
-                    tile_sources: upload(d, &t.tile_sources)?,
-                    key_source_slots: upload(d, &t.key_source_slots)?,
+                    tile_source_offsets,
+                    tile_sources,
+                    key_source_slots,
                     key_matrices,
                 })
             }
+            _ => None,
         };
+        // The arrays (alignment gaps included) and the key matrices' index.
+        let bytes = parts.bytes()
+            + tiles
+                .as_ref()
+                .and_then(|t| t.key_matrices.as_ref())
+                .map_or(0, |m| 4 * (m.count + m.index.len()));
         Ok(List1DevicePlan {
             evaluator: self.id,
             device: d.ordinal(),
@@ -517,13 +541,14 @@ impl List1Evaluator {
             kernel,
             contract: self.contract,
             reason,
-            starts: upload(d, hp.starts)?,
-            sources: upload(d, hp.sources)?,
-            cases: upload(d, &hp.cases)?,
-            box_levels: upload(d, &hp.box_levels)?,
-            level_scale: upload(d, &scale)?,
-            level_displacement: upload(d, &disp)?,
-            level_table: upload(d, &table)?,
+            parts,
+            starts,
+            sources,
+            cases,
+            box_levels,
+            level_scale,
+            level_displacement,
+            level_table,
             bytes,
             groups,
             tiles,
