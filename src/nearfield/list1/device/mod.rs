@@ -136,9 +136,9 @@ pub struct List1Evaluator {
     pair_scratch_bytes: usize,
     /// `hipkern_list1_tiled_tensor_cores` on this device at upload.
     tensor_cores_available: bool,
-    /// Page-locked staging of the plans' uploads (parts.rs), as large as
-    /// the largest plan's arrays so far.
-    plan_staging: std::sync::Mutex<Option<crate::runtime::Pinned<u8>>>,
+    /// The plans' upload staging (parts.rs): pageable for the first plan,
+    /// then page-locked, as large as the largest plan's arrays so far.
+    plan_staging: std::sync::Mutex<parts::Staging>,
 }
 
 impl std::fmt::Debug for List1Evaluator {

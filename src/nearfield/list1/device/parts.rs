@@ -2,14 +2,27 @@
 //! evaluator's page-locked staging.
 //!
 //! A plan of 32,768 boxes uploads about 7.6 MB in some fifteen arrays.
-//! One allocation and one copy from page-locked memory replace fifteen
-//! allocations and fifteen copies from pageable memory, which the runtime
-//! stages through its own buffers; the staging stays with the evaluator,
-//! so only its first plan (or a larger tree's) pays for page-locking it.
+//! One allocation and one copy replace fifteen allocations and fifteen
+//! copies. Page-locking the staging costs about as much as the plan it
+//! serves, so an evaluator's first plan copies from pageable memory and
+//! only from its second on (an evaluator that sees more than one tree)
+//! does it keep page-locked staging, grown to its largest plan.
 use crate::runtime::{Device, DeviceBuffer, DeviceRepr, Pinned, Result};
 use crate::threads::{map_on_threads, threads_for};
 use std::marker::PhantomData;
 use std::sync::Mutex;
+
+/// The staging an evaluator keeps for its plans' uploads.
+#[derive(Default)]
+pub(super) enum Staging {
+    /// No plan yet: the first copies from pageable memory.
+    #[default]
+    FirstPlan,
+    /// A plan was made: the next one page-locks its staging.
+    Planned,
+    /// Page-locked staging, the size of the largest plan so far.
+    Pinned(Pinned<u8>),
+}
 
 /// Each array starts on this boundary: every element type's alignment,
 /// and a whole number of the device's 256-byte transactions.
@@ -77,27 +90,30 @@ impl<'a> Packing<'a> {
         }
     }
 
-    /// Copies the arrays into `staging` (grown to fit, page-locked), then
-    /// into one new device allocation (synchronously).
-    pub(super) fn upload(
-        self,
-        device: &Device,
-        staging: &Mutex<Option<Pinned<u8>>>,
-    ) -> Result<DeviceParts> {
+    /// Copies the arrays into the evaluator's `staging` (module docs),
+    /// then into one new device allocation (synchronously).
+    pub(super) fn upload(self, device: &Device, staging: &Mutex<Staging>) -> Result<DeviceParts> {
         let mut buffer = device.alloc::<u8>(self.end)?;
         if self.end == 0 {
             return Ok(DeviceParts { buffer });
         }
         let mut staging = staging.lock().unwrap_or_else(|e| e.into_inner());
-        if staging.as_ref().is_none_or(|s| s.len() < self.end) {
-            // The old staging goes first: the two need not fit together.
-            *staging = None;
-            *staging = Some(Pinned::new(device, self.end)?);
+        if matches!(*staging, Staging::FirstPlan) {
+            let mut host = vec![0u8; self.end];
+            self.pack(&mut host);
+            buffer.copy_from_host(&host)?;
+            *staging = Staging::Planned;
+            return Ok(DeviceParts { buffer });
         }
-        let host = &mut staging
-            .as_mut()
-            .expect("staging allocated above")
-            .as_mut_slice()[..self.end];
+        if !matches!(&*staging, Staging::Pinned(s) if s.len() >= self.end) {
+            // The old staging goes first: the two need not fit together.
+            *staging = Staging::Planned;
+            *staging = Staging::Pinned(Pinned::new(device, self.end)?);
+        }
+        let Staging::Pinned(pinned) = &mut *staging else {
+            unreachable!("staging page-locked above")
+        };
+        let host = &mut pinned.as_mut_slice()[..self.end];
         self.pack(host);
         buffer.copy_from_host(host)?;
         Ok(DeviceParts { buffer })

@@ -556,7 +556,7 @@ impl List1Evaluator {
             bytes: payload.upload_bytes(),
             contract: List1Contract::Fast,
             pair_scratch_bytes: DEFAULT_PAIR_SCRATCH_BYTES,
-            plan_staging: std::sync::Mutex::new(None),
+            plan_staging: std::sync::Mutex::new(Default::default()),
             tensor_cores_available: available != 0,
         })
     }
