@@ -762,3 +762,64 @@ fn evaluator_timing() {
     );
     assert_eq!(u.len(), t.n_boxes() * 8);
 }
+
+/// The pairs are checked on several threads (a thread per 2,048 targets at
+/// most), yet the refusal named is the one a single pass would name: a
+/// source box out of range before any pair that is not a List 1 pair,
+/// each the first in pair order, wherever the threads split the targets.
+#[test]
+fn refusals_keep_their_order_across_threads() {
+    let t = BalancedTree::uniform(2, 7, &[0.0; 2], 1.0).unwrap(); // 16,384 boxes
+    let targets = t.all_boxes();
+    let good = t.list1_boxes(&targets);
+    let n = t.n_boxes();
+    let last = t.list1_sources().len() - 1;
+    // A far source for the first target (not a List 1 pair).
+    let far = (0..n)
+        .find(|&b| (t.centers()[2 * b] - t.centers()[0]).abs() > 0.5)
+        .unwrap() as u32;
+    let pairs = |sb: &[u32]| {
+        List1Boxes {
+            source_boxes: sb,
+            ..good
+        }
+        .pairs()
+        .unwrap_err()
+        .to_string()
+    };
+    // A refusal in the first targets, a source out of range in the last.
+    let mut sb = t.list1_sources().to_vec();
+    sb[0] = far;
+    sb[last] = n as u32;
+    let m = pairs(&sb);
+    assert!(
+        m.contains(&format!("source_boxes[{last}] = {n} is out of range")),
+        "{m}"
+    );
+    // Both in the same target's list: the range still comes first.
+    let mut sb = t.list1_sources().to_vec();
+    sb[0] = far;
+    sb[2] = n as u32 + 7;
+    let m = pairs(&sb);
+    assert!(
+        m.contains("source_boxes[2]") && m.contains("out of range"),
+        "{m}"
+    );
+    // Two refusals, one early and one late: the early one is named.
+    let mut sb = t.list1_sources().to_vec();
+    sb[last] = far;
+    sb[1] = far;
+    let m = pairs(&sb);
+    assert!(
+        m.contains("source_boxes[1]") && m.contains("not a List 1 pair"),
+        "{m}"
+    );
+    // Two sources out of range: the first.
+    let mut sb = t.list1_sources().to_vec();
+    sb[last] = u32::MAX;
+    sb[3] = u32::MAX;
+    let m = pairs(&sb);
+    assert!(m.contains("source_boxes[3] = 4294967295"), "{m}");
+    // And the good lists give every case.
+    assert_eq!(good.pairs().unwrap().cases.len(), last + 1);
+}

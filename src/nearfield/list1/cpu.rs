@@ -45,10 +45,6 @@ use std::f64::consts::PI;
 /// target in 3D, ~10 ns a pair).
 const PAIR_TARGETS_PER_THREAD: usize = 2048;
 
-/// Pairs per thread at least for a pass over the pairs' sources (about
-/// 0.6 ns a pair): less is not worth a thread's start.
-const PAIRS_PER_THREAD: usize = 32_768;
-
 /// The tables a List 1 evaluation reads.
 #[derive(Clone, Copy, Debug)]
 pub enum List1Tables<'a> {
@@ -145,6 +141,12 @@ impl<'a> List1Boxes<'a> {
     /// Checks the boxes and lists and finds every pair's case (module
     /// docs); nothing about tables or values.
     pub fn pairs(&self) -> Result<List1Pairs> {
+        self.pairs_and_levels().map(|(pairs, _)| pairs)
+    }
+
+    /// [`Self::pairs`], and per level `0..=MAX_TREE_LEVEL` whether some
+    /// pair's source box is at it (found in the same pass).
+    pub(crate) fn pairs_and_levels(&self) -> Result<(List1Pairs, SourceLevels)> {
         let d = self.dim;
         if !(d == 2 || d == 3) {
             return bad(format!("dimension {d}: must be 2 or 3"));
@@ -208,16 +210,12 @@ impl<'a> List1Boxes<'a> {
                 self.source_boxes.len()
             ));
         }
-        if let Some(i) = self.source_boxes.iter().position(|&b| b as usize >= n) {
-            return bad(format!(
-                "source_boxes[{i}] = {} is out of range [0, n_boxes = {n})",
-                self.source_boxes[i]
-            ));
-        }
         let cases = Cases::new(d)?;
-        // Every pair is classified on its own, so the targets are split
-        // among threads; the first refusal in pair order is the one named,
-        // as one thread would name it.
+        // Every pair is checked and classified on its own, so the targets
+        // are split among threads. A source box out of range is named
+        // before any pair that is not a List 1 pair, and within each kind
+        // the first in pair order, as one pass of each over all pairs
+        // would name them.
         let mut out = vec![0u16; self.source_boxes.len()];
         let threads = threads_for(nt, PAIR_TARGETS_PER_THREAD);
         let per = nt.div_ceil(threads).max(1);
@@ -230,21 +228,44 @@ impl<'a> List1Boxes<'a> {
             rest = tail;
         }
         let cases = &cases;
-        let results = map_on_threads(threads, chunks, |(range, mine)| {
+        let runs = map_on_threads(threads, chunks, |(range, mine)| {
             self.classify_targets(cases, range, mine)
         });
-        results.into_iter().collect::<Result<()>>()?;
-        Ok(List1Pairs { cases: out })
+        if let Some(j) = runs.iter().find_map(|r| r.out_of_range) {
+            return bad(format!(
+                "source_boxes[{j}] = {} is out of range [0, n_boxes = {n})",
+                self.source_boxes[j]
+            ));
+        }
+        let mut levels = SourceLevels::default();
+        for run in runs {
+            if let Some(e) = run.refusal {
+                return Err(e);
+            }
+            for (u, r) in levels.0.iter_mut().zip(run.levels.0) {
+                *u |= r;
+            }
+        }
+        Ok((List1Pairs { cases: out }, levels))
     }
 
     /// The cases of the pairs of targets `targets` into `out` (their pairs,
-    /// in order); the first refusal among them.
+    /// in order), the levels of their sources, and the first source out of
+    /// range and the first refusal among them. After a refusal the pairs
+    /// are only range-checked, so that a later source out of range is
+    /// still found.
     fn classify_targets(
         &self,
         cases: &Cases,
         targets: std::ops::Range<usize>,
         out: &mut [u16],
-    ) -> Result<()> {
+    ) -> ClassifiedRun {
+        let n = self.n_boxes();
+        let mut run = ClassifiedRun {
+            out_of_range: None,
+            refusal: None,
+            levels: SourceLevels::default(),
+        };
         let d = self.dim;
         let st = self.source_starts;
         let base = st[targets.start] as usize;
@@ -259,33 +280,55 @@ impl<'a> List1Boxes<'a> {
             let h_t = sides[self.levels[tb] as usize];
             for j in st[i] as usize..st[i + 1] as usize {
                 let sb = self.source_boxes[j] as usize;
+                if sb >= n {
+                    run.out_of_range = Some(j);
+                    return run;
+                }
+                if run.refusal.is_some() {
+                    continue;
+                }
+                let level_s = self.levels[sb] as usize;
+                run.levels.0[level_s] = true;
                 let center_s = &self.centers[sb * d..sb * d + d];
-                let h_s = sides[self.levels[sb] as usize];
+                let h_s = sides[level_s];
                 // The accepted path first; a pair it does not accept gets
                 // case_of_pair's verdict (and its message).
                 if let Some(c) = cases.aligned_case(center_t, h_t, center_s, h_s) {
                     out[j - base] = c as u16;
                     continue;
                 }
-                let c = cases
-                    .case_of_pair(center_t, h_t, center_s, h_s)
-                    .or_else(|e| {
-                        bad(format!(
-                            "target box {tb} (target_boxes[{i}], level {}) and source box \
-                             {sb} (source_boxes[{j}], level {}) are not a List 1 pair: {}",
+                match cases.case_of_pair(center_t, h_t, center_s, h_s) {
+                    Ok(c) => out[j - base] = c as u16,
+                    Err(e) => {
+                        run.refusal = Some(Error::InvalidInput(format!(
+                            "list 1: target box {tb} (target_boxes[{i}], level {}) and source \
+                             box {sb} (source_boxes[{j}], level {}) are not a List 1 pair: {}",
                             self.levels[tb],
                             self.levels[sb],
                             match e {
                                 Error::InvalidInput(m) => m,
                                 other => other.to_string(),
                             }
-                        ))
-                    })?;
-                out[j - base] = c as u16;
+                        )))
+                    }
+                }
             }
         }
-        Ok(())
+        run
     }
+}
+
+/// Per level `0..=MAX_TREE_LEVEL`, whether some pair's source box is at it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SourceLevels(pub [bool; MAX_TREE_LEVEL as usize + 1]);
+
+/// What one thread's share of the pairs gave ([`List1Boxes::classify_targets`]).
+struct ClassifiedRun {
+    /// The first pair whose source box is out of range.
+    out_of_range: Option<usize>,
+    /// The first pair that is not a List 1 pair, named.
+    refusal: Option<Error>,
+    levels: SourceLevels,
 }
 
 /// How the entries of a table are scaled for one source level.
@@ -447,29 +490,14 @@ pub(crate) fn check_list1_inputs(
     if table_dim != d {
         return bad(format!("the table is {table_dim}D, the boxes {d}D"));
     }
-    let pairs = boxes.pairs()?;
+    let (pairs, source_levels) = boxes.pairs_and_levels()?;
     if let Some(v) = source_values {
         check_source_values(v, boxes.n_boxes(), first.q.pow(d as u32))?;
     }
     let max_level = boxes.levels.iter().copied().max().unwrap_or(0) as usize;
-    // The levels some pair's source is at, on every core (a plan's every
-    // pair: 0.5 ms on one core at 830,584 pairs).
-    let sources = boxes.source_boxes;
-    let threads = threads_for(sources.len(), PAIRS_PER_THREAD);
-    let per = sources.len().div_ceil(threads).max(1);
-    let runs: Vec<&[u32]> = sources.chunks(per).collect();
-    let mut used = vec![false; max_level + 1];
-    for run_used in map_on_threads(threads, runs, |run| {
-        let mut used = [false; MAX_TREE_LEVEL as usize + 1];
-        run.iter()
-            .for_each(|&s| used[boxes.levels[s as usize] as usize] = true);
-        used
-    }) {
-        for (u, r) in used.iter_mut().zip(run_used) {
-            *u |= r;
-        }
-    }
-    let scalings = shape_scalings(shapes, per_level, boxes.root_extent, &used)?;
+    // The levels some pair's source is at came with the pairs.
+    let used = &source_levels.0[..=max_level];
+    let scalings = shape_scalings(shapes, per_level, boxes.root_extent, used)?;
     Ok((pairs, scalings))
 }
 
