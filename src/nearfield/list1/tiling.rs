@@ -72,6 +72,17 @@ const NONE: u32 = u32::MAX;
 /// than its share.
 const PAIRS_PER_THREAD: usize = 1 << 16;
 
+/// The threads for `n_pairs` pairs in `n_tiles` tiles, and the tiles cut
+/// into one run of consecutive tiles per thread.
+fn tile_runs(n_tiles: usize, n_pairs: usize) -> (usize, Vec<std::ops::Range<usize>>) {
+    let threads = threads_for(n_pairs, PAIRS_PER_THREAD).min(n_tiles.max(1));
+    let per = n_tiles.div_ceil(threads).max(1);
+    let runs = (0..n_tiles.div_ceil(per))
+        .map(|r| r * per..((r + 1) * per).min(n_tiles))
+        .collect();
+    (threads, runs)
+}
+
 /// The key rows of a run of consecutive tiles, offsets relative to the run.
 #[derive(Default)]
 struct KeyRows {
@@ -345,35 +356,28 @@ impl<'a> KeyOrder<'a> {
             .map(|&(k, _)| k as usize + 1)
             .max()
             .unwrap_or(0);
-        let threads = threads_for(self.sorted.len(), PAIRS_PER_THREAD).min(n_tiles.max(1));
-        let per = n_tiles.div_ceil(threads).max(1);
-        let rows: Vec<usize> = map_on_threads(
-            threads,
-            (0..n_tiles.div_ceil(per))
-                .map(|r| r * per..((r + 1) * per).min(n_tiles))
-                .collect(),
-            |run: std::ops::Range<usize>| {
-                let mut most = vec![0u32; n_keys];
-                let mut touched: Vec<u32> = Vec::new();
-                let mut rows = 0usize;
-                for tile in run {
-                    for &i in &self.order[cut.tiles[tile].clone()] {
-                        // A lane's pairs of one key are adjacent (sorted).
-                        for same in self.pairs_of(i).chunk_by(|a, b| a.0 == b.0) {
-                            let k = same[0].0 as usize;
-                            if most[k] == 0 {
-                                touched.push(k as u32);
-                            }
-                            most[k] = most[k].max(same.len() as u32);
+        let (threads, runs) = tile_runs(n_tiles, self.sorted.len());
+        let rows: Vec<usize> = map_on_threads(threads, runs, |run: std::ops::Range<usize>| {
+            let mut most = vec![0u32; n_keys];
+            let mut touched: Vec<u32> = Vec::new();
+            let mut rows = 0usize;
+            for tile in run {
+                for &i in &self.order[cut.tiles[tile].clone()] {
+                    // A lane's pairs of one key are adjacent (sorted).
+                    for same in self.pairs_of(i).chunk_by(|a, b| a.0 == b.0) {
+                        let k = same[0].0 as usize;
+                        if most[k] == 0 {
+                            touched.push(k as u32);
                         }
-                    }
-                    for k in touched.drain(..) {
-                        rows += std::mem::take(&mut most[k as usize]) as usize;
+                        most[k] = most[k].max(same.len() as u32);
                     }
                 }
-                rows
-            },
-        );
+                for k in touched.drain(..) {
+                    rows += std::mem::take(&mut most[k as usize]) as usize;
+                }
+            }
+            rows
+        });
         rows.iter().sum::<usize>() * cut.targets_per_tile
     }
 
@@ -404,15 +408,10 @@ impl<'a> KeyOrder<'a> {
         // Each tile's key rows depend on that tile alone: the tiles are cut
         // into one run per thread, each run's rows built apart and appended
         // in tile order (the same rows one thread would build).
-        let threads = threads_for(n_pairs, PAIRS_PER_THREAD).min(n_tiles.max(1));
-        let per = n_tiles.div_ceil(threads).max(1);
-        let runs: Vec<KeyRows> = map_on_threads(
-            threads,
-            (0..n_tiles.div_ceil(per))
-                .map(|r| r * per..((r + 1) * per).min(n_tiles))
-                .collect(),
-            |run| self.key_rows(run, &tiles, &t, n_sources, source),
-        );
+        let (threads, runs) = tile_runs(n_tiles, n_pairs);
+        let runs: Vec<KeyRows> = map_on_threads(threads, runs, |run| {
+            self.key_rows(run, &tiles, &t, n_sources, source)
+        });
         t.tile_key_offsets.push(0);
         for (tile, range) in tiles.iter().enumerate() {
             for (lane, &i) in self.order[range.clone()].iter().enumerate() {
@@ -444,14 +443,9 @@ impl<'a> KeyOrder<'a> {
             .map(|x| x..(x + b).min(n_targets))
             .collect();
         let n_tiles = tiles.len();
-        let threads = threads_for(self.sorted.len(), PAIRS_PER_THREAD).min(n_tiles.max(1));
-        let per = n_tiles.div_ceil(threads).max(1);
-        let runs: Vec<(Vec<u32>, Vec<u32>)> = map_on_threads(
-            threads,
-            (0..n_tiles.div_ceil(per))
-                .map(|r| r * per..((r + 1) * per).min(n_tiles))
-                .collect(),
-            |run: std::ops::Range<usize>| {
+        let (threads, runs) = tile_runs(n_tiles, self.sorted.len());
+        let runs: Vec<(Vec<u32>, Vec<u32>)> =
+            map_on_threads(threads, runs, |run: std::ops::Range<usize>| {
                 let mut in_tile = vec![NONE; n_sources];
                 let (mut ends, mut sources) = (Vec::new(), Vec::new());
                 for tile in run {
@@ -469,8 +463,7 @@ impl<'a> KeyOrder<'a> {
                     ends.push(sources.len() as u32);
                 }
                 (ends, sources)
-            },
-        );
+            });
         let mut cut = Cut {
             targets_per_tile: b,
             n_sources,
