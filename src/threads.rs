@@ -2,6 +2,7 @@
 //! sink, List 1 planning) and running their workers without a panic when
 //! the OS refuses a thread.
 use crate::runtime::{Error, Result};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Condvar, Mutex};
 
 /// The most threads a caller may ask a CPU path for. The work is
@@ -37,7 +38,9 @@ pub(crate) fn resolve_threads(requested: usize, what: &str) -> Result<usize> {
 /// 16-core host a pass over 830,584 pairs' sources, ~0.1 ms of work, took
 /// 0.5–1.3 ms with fresh threads). Where the pool is busy (a nested call,
 /// or another thread's) or more threads are asked than the machine has,
-/// the helpers are fresh scoped threads.
+/// or in a child process forked from one whose pool had started, the
+/// helpers are fresh scoped threads. The helpers stay for the process's
+/// life: they keep the CPU affinity of the thread that first needed them.
 /// A panic in `worker` reaches the caller once every helper has stopped.
 pub(crate) fn run_workers(threads: usize, worker: impl Fn() + Sync) {
     let worker: &(dyn Fn() + Sync) = &worker;
@@ -63,6 +66,7 @@ pub(crate) fn run_workers(threads: usize, worker: impl Fn() + Sync) {
 /// The process's helper threads (started on demand, never stopped), which
 /// run one caller's worker at a time.
 static POOL: Pool = Pool {
+    owner: AtomicU32::new(0),
     state: Mutex::new(PoolState {
         busy: false,
         job: None,
@@ -78,6 +82,10 @@ static POOL: Pool = Pool {
 };
 
 struct Pool {
+    /// The process whose helpers these are (0: none started). A forked
+    /// child has none of them (and maybe a lock held by a thread that is
+    /// not there): it never touches the pool.
+    owner: AtomicU32,
     state: Mutex<PoolState>,
     /// Helpers wait here for a job.
     wake: Condvar,
@@ -123,6 +131,15 @@ impl Pool {
         // asking more (up to MAX_THREADS) gets fresh threads.
         if helpers >= std::thread::available_parallelism().map_or(1, |n| n.get()) {
             return false;
+        }
+        let me = std::process::id();
+        match self
+            .owner
+            .compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
+        {
+            Ok(_) => {}
+            Err(owner) if owner == me => {}
+            Err(_) => return false,
         }
         let mut st = lock(&self.state);
         if st.busy {
@@ -192,9 +209,18 @@ impl Pool {
             drop(st);
             // SAFETY: `Pool::run` keeps the worker alive until this helper
             // reports below (it waits for `finished == claimed`).
-            let ok =
-                std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe { (*job.0)() }))
-                    .is_ok();
+            let ok = match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| unsafe {
+                (*job.0)()
+            })) {
+                Ok(()) => true,
+                // Not dropped: a payload whose drop panics would end
+                // this helper before it reports, and its caller would
+                // wait for it.
+                Err(payload) => {
+                    std::mem::forget(payload);
+                    false
+                }
+            };
             let mut st = lock(&self.state);
             st.finished += 1;
             st.panicked |= !ok;
@@ -311,6 +337,51 @@ mod tests {
         }
         let got = map_on_threads(cores.max(2), (0..64u64).collect(), |x| x);
         assert_eq!(got, (0..64u64).collect::<Vec<_>>());
+    }
+
+    /// A child forked while the pool's lock is held (by a thread the child
+    /// does not have) still does its work: it never touches the pool.
+    #[cfg(unix)]
+    #[test]
+    fn a_forked_child_works_without_the_pool() {
+        if std::thread::available_parallelism().map_or(1, |n| n.get()) < 2 {
+            return; // one core: no pool
+        }
+        let _ = map_on_threads(2, (0..8u64).collect(), |x| x); // the pool is this process's
+        let held = lock(&POOL.state);
+        // SAFETY: the child computes, then leaves by _exit (no destructors,
+        // no return into the test harness).
+        let pid = unsafe { libc::fork() };
+        if pid == 0 {
+            let got = map_on_threads(2, (0..1000u64).collect(), |x| x * 2);
+            let ok = got == (0..1000u64).map(|x| x * 2).collect::<Vec<_>>();
+            // SAFETY: ends the child at once.
+            unsafe { libc::_exit(if ok { 0 } else { 1 }) };
+        }
+        drop(held);
+        assert!(pid > 0, "fork failed");
+        let mut status = 0;
+        let t0 = std::time::Instant::now();
+        loop {
+            // SAFETY: `pid` is this process's child; `status` is writable.
+            let r = unsafe { libc::waitpid(pid, &mut status, libc::WNOHANG) };
+            if r == pid {
+                break;
+            }
+            if t0.elapsed() > std::time::Duration::from_secs(30) {
+                // SAFETY: as above.
+                unsafe {
+                    libc::kill(pid, libc::SIGKILL);
+                    libc::waitpid(pid, &mut status, 0);
+                }
+                panic!("the forked child hung on the pool");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert!(
+            libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+            "child status {status}"
+        );
     }
 
     #[test]

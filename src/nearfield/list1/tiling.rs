@@ -173,8 +173,9 @@ impl KeyOrder<'_> {
                         }
                         let j = entries[x].1;
                         out.key_pairs[row * b + lane as usize] = j;
-                        out.key_source_slots[row * b + lane as usize] =
-                            position[source(j as usize) as usize];
+                        let at = position[source(j as usize) as usize];
+                        debug_assert_eq!(here[usize::from(at)], source(j as usize));
+                        out.key_source_slots[row * b + lane as usize] = at;
                         occurrence += 1;
                         x += 1;
                     }

@@ -99,16 +99,23 @@ impl<'a> Packing<'a> {
         }
         let mut staging = staging.lock().unwrap_or_else(|e| e.into_inner());
         if matches!(*staging, Staging::FirstPlan) {
-            let mut host = vec![0u8; self.end];
-            self.pack(&mut host);
-            buffer.copy_from_host(&host)?;
             *staging = Staging::Planned;
-            return Ok(DeviceParts { buffer });
+            drop(staging);
+            return self.upload_pageable(buffer);
         }
         if !matches!(&*staging, Staging::Pinned(s) if s.len() >= self.end) {
             // The old staging goes first: the two need not fit together.
             *staging = Staging::Planned;
-            *staging = Staging::Pinned(Pinned::new(device, self.end)?);
+            match Pinned::new(device, self.end) {
+                Ok(pinned) => *staging = Staging::Pinned(pinned),
+                // No page-locked memory now (a memlock limit, a loaded
+                // host): this plan goes through pageable memory, as a
+                // first plan does; the next one tries again.
+                Err(_) => {
+                    drop(staging);
+                    return self.upload_pageable(buffer);
+                }
+            }
         }
         let Staging::Pinned(pinned) = &mut *staging else {
             unreachable!("staging page-locked above")
@@ -116,6 +123,16 @@ impl<'a> Packing<'a> {
         let host = &mut pinned.as_mut_slice()[..self.end];
         self.pack(host);
         buffer.copy_from_host(host)?;
+        Ok(DeviceParts { buffer })
+    }
+
+    /// The arrays packed in pageable memory, then copied into `buffer`.
+    fn upload_pageable(&self, mut buffer: DeviceBuffer<u8>) -> Result<DeviceParts> {
+        // Zeroed pages from the OS, first touched by the packing threads
+        // (as large as the plan's own host arrays, allocated as they are).
+        let mut host = vec![0u8; self.end];
+        self.pack(&mut host);
+        buffer.copy_from_host(&host)?;
         Ok(DeviceParts { buffer })
     }
 
