@@ -96,6 +96,7 @@ pub struct Cases {
 /// sides), and whether they are one box: the arithmetic that
 /// [`Cases::case_of_pair`] and [`Cases::aligned_case`] share. On the stack
 /// (`d ≤ 3`): the accepted path allocates nothing.
+#[inline(always)]
 fn pair_offsets(
     d: usize,
     center_t: &[f64],
@@ -392,7 +393,24 @@ impl Cases {
         center_s: &[f64],
         h_s: f64,
     ) -> Option<usize> {
-        let d = self.dim;
+        // The dimension as a constant: the loops below unroll.
+        if self.dim == 3 {
+            self.aligned_case_in::<3>(center_t, h_t, center_s, h_s)
+        } else {
+            self.aligned_case_in::<2>(center_t, h_t, center_s, h_s)
+        }
+    }
+
+    /// [`Self::aligned_case`] in `D` dimensions (`D == self.dim`).
+    #[inline(always)]
+    fn aligned_case_in<const D: usize>(
+        &self,
+        center_t: &[f64],
+        h_t: f64,
+        center_s: &[f64],
+        h_s: f64,
+    ) -> Option<usize> {
+        let d = D;
         let ratio = h_t / h_s;
         if !(ratio == 0.5 || ratio == 1.0 || ratio == 2.0) {
             return None;
