@@ -103,7 +103,6 @@ impl KeyOrder<'_> {
         n_sources: usize,
         source: &impl Fn(usize) -> u32,
     ) -> KeyRows {
-        let (order, sorted, starts) = (&self.order, &self.sorted, self.starts);
         let b = t.targets_per_tile;
         let mut out = KeyRows::default();
         // (lane, pair) of one tile by key, lanes ascending within a key and a
@@ -114,20 +113,15 @@ impl KeyOrder<'_> {
         let mut distinct: Vec<u32> = Vec::new();
         // Per key: its pairs in the tile, then its next entry (dense over the
         // keys; only the tile's own are touched and reset).
-        let n_keys = sorted
-            .iter()
-            .map(|&(k, _)| k as usize + 1)
-            .max()
-            .unwrap_or(0);
-        let mut slot = vec![0u32; n_keys];
+        let mut slot = vec![0u32; self.n_keys];
         // Per source box, its position among the open tile's sources (set for
         // each tile's own before its pairs look them up).
         let mut position = vec![0u16; n_sources];
         for tile in run {
-            let boxes = &order[tiles[tile].clone()];
+            let boxes = &self.order[tiles[tile].clone()];
             distinct.clear();
             for &i in boxes {
-                for &(k, _) in &sorted[starts[i] as usize..starts[i + 1] as usize] {
+                for &(k, _) in self.pairs_of(i) {
                     if slot[k as usize] == 0 {
                         distinct.push(k);
                     }
@@ -144,7 +138,7 @@ impl KeyOrder<'_> {
             entries.clear();
             entries.resize(next as usize, (0, 0));
             for (lane, &i) in boxes.iter().enumerate() {
-                for &(k, j) in &sorted[starts[i] as usize..starts[i + 1] as usize] {
+                for &(k, j) in self.pairs_of(i) {
                     let s = &mut slot[k as usize];
                     entries[*s as usize] = (lane as u32, j);
                     *s += 1;
@@ -260,6 +254,10 @@ pub(crate) struct KeyOrder<'a> {
     sorted: Vec<(u32, u32)>,
     /// The targets in tile order.
     order: Vec<usize>,
+    /// One more than the largest key.
+    n_keys: usize,
+    /// The most pairs of one target.
+    longest: usize,
 }
 
 impl<'a> KeyOrder<'a> {
@@ -292,6 +290,16 @@ impl<'a> KeyOrder<'a> {
         });
         let order = order_by_key_lists(starts, &sorted);
         KeyOrder {
+            n_keys: sorted
+                .iter()
+                .map(|&(k, _)| k as usize + 1)
+                .max()
+                .unwrap_or(0),
+            longest: starts
+                .windows(2)
+                .map(|w| (w[1] - w[0]) as usize)
+                .max()
+                .unwrap_or(0),
             starts,
             sorted,
             order,
@@ -331,15 +339,9 @@ impl<'a> KeyOrder<'a> {
             .map(|j| source(j) as usize + 1)
             .max()
             .unwrap_or(0);
-        let longest = self
-            .starts
-            .windows(2)
-            .map(|w| (w[1] - w[0]) as usize)
-            .max()
-            .unwrap_or(0);
         // A bound no tile can reach cuts every b boxes: the tiles' sources
         // are then found on every core.
-        if n_sources.min(b.saturating_mul(longest)) <= max_sources {
+        if n_sources.min(b.saturating_mul(self.longest)) <= max_sources {
             self.cut_every(b, n_sources, source)
         } else {
             self.cut_bounded(b, max_sources, n_sources, source)
@@ -351,12 +353,7 @@ impl<'a> KeyOrder<'a> {
     /// one lane, times the lanes.
     pub fn slots(&self, cut: &Cut) -> usize {
         let n_tiles = cut.tiles.len();
-        let n_keys = self
-            .sorted
-            .iter()
-            .map(|&(k, _)| k as usize + 1)
-            .max()
-            .unwrap_or(0);
+        let n_keys = self.n_keys;
         let (threads, runs) = tile_runs(n_tiles, self.sorted.len());
         let rows: Vec<usize> = map_on_threads(threads, runs, |run: std::ops::Range<usize>| {
             let mut most = vec![0u32; n_keys];
