@@ -462,67 +462,41 @@ impl List1Evaluator {
         let level_scale = pack.add(&scale);
         let level_displacement = pack.add(&disp);
         let level_table = pack.add(&table);
-        let groups = grouping.as_ref().map(|g| {
-            (
-                pack.add(&g.tile_offsets),
-                pack.add(&g.tile_keys),
-                pack.add(&g.tile_pairs),
-            )
+        let groups = grouping.as_ref().map(|g| DeviceGrouping {
+            tile_offsets: pack.add(&g.tile_offsets),
+            tile_keys: pack.add(&g.tile_keys),
+            tile_pairs: pack.add(&g.tile_pairs),
+            chunks: g.chunks.clone(),
+            max_chunk_pairs: g.max_chunk_pairs,
+            scratch: None,
         });
-        let tiled = tiling.as_ref().map(|t| {
-            (
-                pack.add(&t.tile_targets),
-                pack.add(&t.tile_key_offsets),
-                pack.add(&t.keys),
-                pack.add(&t.key_pairs),
-                pack.add(&t.tile_source_offsets),
-                pack.add(&t.tile_sources),
-                pack.add(&t.key_source_slots),
-            )
+        let mut tiles = tiling.as_ref().map(|t| DeviceTiling {
+            targets_per_tile: t.targets_per_tile,
+            n_tiles: t.n_tiles(),
+            slots: t.slots(),
+            tile_targets: pack.add(&t.tile_targets),
+            tile_key_offsets: pack.add(&t.tile_key_offsets),
+            keys: pack.add(&t.keys),
+            key_pairs: pack.add(&t.key_pairs),
+            max_tile_sources: t.max_tile_sources,
+            tile_source_offsets: pack.add(&t.tile_source_offsets),
+            tile_sources: pack.add(&t.tile_sources),
+            key_source_slots: pack.add(&t.key_source_slots),
+            key_matrices: None,
         });
         let parts = pack.upload(d, &self.plan_staging)?;
-        let groups = match (grouping, groups) {
-            (Some(g), Some((tile_offsets, tile_keys, tile_pairs))) => Some(DeviceGrouping {
-                tile_offsets,
-                tile_keys,
-                tile_pairs,
-                chunks: g.chunks,
-                max_chunk_pairs: g.max_chunk_pairs,
-                scratch: None,
-            }),
-            _ => None,
-        };
-        let tiles = match (tiling, tiled) {
-            (Some(t), Some(at)) => {
-                // The tiled kernels read dense case matrices: the dense
-                // table's own, or each key's expanded once from the layout.
-                // A tiling without keys (no pairs) still names one (key 0,
-                // never read): the C ABI wants matrices with every compact
-                // table.
-                let key_matrices = match (self.layout, t.keys.is_empty()) {
-                    (List1Layout::Dense, _) => None,
-                    (_, false) => Some(self.expand_keys(&t.keys)?),
-                    (_, true) => Some(self.expand_keys(&[0])?),
-                };
-                let (tile_targets, tile_key_offsets, keys, key_pairs) = (at.0, at.1, at.2, at.3);
-                let (tile_source_offsets, tile_sources, key_source_slots) = (at.4, at.5, at.6);
-                Some(DeviceTiling {
-                    targets_per_tile: t.targets_per_tile,
-                    n_tiles: t.n_tiles(),
-                    slots: t.slots(),
-                    tile_targets,
-                    tile_key_offsets,
-                    keys,
-                    key_pairs,
-                    max_tile_sources: t.max_tile_sources,
-                    tile_source_offsets,
-                    tile_sources,
-                    key_source_slots,
-                    key_matrices,
-                })
-            }
-            _ => None,
-        };
+        if let (Some(tl), Some(t)) = (tiles.as_mut(), &tiling) {
+            // The tiled kernels read dense case matrices: the dense
+            // table's own, or each key's expanded once from the layout.
+            // A tiling without keys (no pairs) still names one (key 0,
+            // never read): the C ABI wants matrices with every compact
+            // table.
+            tl.key_matrices = match (self.layout, t.keys.is_empty()) {
+                (List1Layout::Dense, _) => None,
+                (_, false) => Some(self.expand_keys(&t.keys)?),
+                (_, true) => Some(self.expand_keys(&[0])?),
+            };
+        }
         // The arrays (alignment gaps included) and the key matrices' index.
         let bytes = parts.bytes()
             + tiles
