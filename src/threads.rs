@@ -68,7 +68,6 @@ pub(crate) fn run_workers(threads: usize, worker: impl Fn() + Sync) {
 static POOL: Pool = Pool {
     owner: AtomicU32::new(0),
     state: Mutex::new(PoolState {
-        busy: false,
         job: None,
         generation: 0,
         helpers: 0,
@@ -103,8 +102,8 @@ struct Job(*const (dyn Fn() + Sync + 'static));
 unsafe impl Send for Job {}
 
 struct PoolState {
-    /// A job is in flight: another caller gets fresh threads.
-    busy: bool,
+    /// The job in flight, if any (while one is, another caller gets fresh
+    /// threads).
     job: Option<Job>,
     /// Counts jobs, so that a helper takes each at most once.
     generation: u64,
@@ -142,7 +141,7 @@ impl Pool {
             Err(_) => return false,
         }
         let mut st = lock(&self.state);
-        if st.busy {
+        if st.job.is_some() {
             return false;
         }
         while st.started < helpers {
@@ -162,7 +161,6 @@ impl Pool {
                 worker,
             )
         });
-        st.busy = true;
         st.job = Some(job);
         st.generation += 1;
         st.helpers = helpers.min(st.started);
@@ -180,7 +178,6 @@ impl Pool {
             st = self.done.wait(st).unwrap_or_else(|e| e.into_inner());
         }
         st.job = None;
-        st.busy = false;
         let panicked = st.panicked;
         drop(st);
         if let Err(p) = mine {
