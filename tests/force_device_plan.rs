@@ -119,6 +119,11 @@ fn gpu_device_plan_equals_the_host_plan() {
         (8000, 6000, 100, 3000, false),
         (20_000, 8000, 50, 100_000, false),
         (20_000, 8000, 50, 100_000, true),
+        // 2^18 < n_ext: three radix passes; dst in order (no hub, not
+        // shuffled) takes the in-order path, src and the folded keys the
+        // passes.
+        (300_000, 250_000, 4, 0, false),
+        (300_000, 250_000, 4, 20_000, true),
     ];
     for &(n_ext, n_centres, mean, hub, shuffle) in &cases {
         let (src, dst) = skewed(&mut rng, n_ext, n_centres, mean, hub, shuffle);

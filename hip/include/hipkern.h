@@ -203,9 +203,9 @@ typedef struct hipkern_force_plan_report {
 int32_t hipkern_force_plan_scratch_bytes(int64_t n_edges, int64_t n_rows, size_t *bytes);
 
 /**
- * Builds the CSR plan on the device: a stable counting sort of the edges
- * by key (histogram, exclusive scan, scatter; rows then ordered by edge id),
- * keys dst and src, or mapping[dst] and mapping[src] when `mapping` is not
+ * Builds the CSR plan on the device: a stable sort of the edges by key (a
+ * radix sort; a key set already in order is taken as it is), keys dst and
+ * src, or mapping[dst] and mapping[src] when `mapping` is not
  * NULL (extended -> local, n_ext entries of `mapping_type`; rows are then
  * n_local). src/dst: n_edges entries of `index_type`, in [0, n_ext).
  * Outputs: dst_order/src_order (n_edges edge ids), dst_row_ptr/src_row_ptr
@@ -216,8 +216,10 @@ int32_t hipkern_force_plan_scratch_bytes(int64_t n_edges, int64_t n_rows, size_t
  * (negative or >= n_ext; mapping target negative or >= n_local), nothing
  * is written to the outputs, *report holds the first bad position of each
  * array (-1 where none) and the call returns HIPKERN_ERROR_INVALID_INDEX.
- * The call synchronizes `stream` to learn that verdict.
- * scratch: device memory of at least hipkern_force_plan_scratch_bytes.
+ * The call synchronizes `stream` to learn that verdict, and again before
+ * it returns: the outputs are complete and the scratch is free then.
+ * scratch: device memory of at least hipkern_force_plan_scratch_bytes
+ * (about 12 bytes per edge).
  */
 int32_t hipkern_force_plan_build(hipkern_index_type index_type, const void *src, const void *dst,
                                  int64_t n_edges, int64_t n_ext, hipkern_index_type mapping_type,

@@ -90,6 +90,12 @@ typedef cudaStreamCaptureStatus hipStreamCaptureStatus;
 // callers keep the whole warp converged and every lane in range; see
 // force_assembly.hip). With width 32 this is exactly CUDA's default form.
 #define HIPKERN_SHFL_XOR(v, m, width) __shfl_xor_sync(0xffffffffu, (v), (m), (width))
+// v from lane `src` of the caller's aligned segment of `width` lanes (the
+// same conditions: every lane of the warp executes it).
+#define HIPKERN_SHFL(v, src, width) __shfl_sync(0xffffffffu, (v), (src), (width))
+// The predicate over the caller's 32-lane group (kLaneGroup, here the
+// warp), bit l for lane l: every lane of the warp executes it.
+#define HIPKERN_GROUP_BALLOT(p) static_cast<uint32_t>(__ballot_sync(0xffffffffu, (p)))
 
 #else
 
@@ -101,9 +107,16 @@ typedef cudaStreamCaptureStatus hipStreamCaptureStatus;
 // all active), and the width given explicitly: HIP's default width is
 // warpSize, 64 on CDNA, which is not what a 32-lane group means. With
 // width = kLaneGroup on wave64 each half-wavefront exchanges within itself.
-// (HIP's *_sync shuffles and its ballots take and give 64-bit lane masks;
-// hipkern uses neither, nor any lane mask held in a variable.)
+// (HIP's *_sync shuffles take 64-bit lane masks; hipkern uses none.)
 #define HIPKERN_SHFL_XOR(v, m, width) __shfl_xor((v), (m), (width))
+#define HIPKERN_SHFL(v, src, width) __shfl((v), (src), (width))
+// The predicate over the caller's 32-lane group (kLaneGroup), bit l for
+// lane l of the group: HIP's ballot is 64-bit (bit = the lane's place in
+// the wavefront, the active lanes only), and a group is lanes 0-31 or
+// 32-63 of a wave64 (lanes 0-31 of a wave32, whose upper word is 0): the
+// group's word starts at its first lane, __lane_id() & 32.
+#define HIPKERN_GROUP_BALLOT(p) \
+  static_cast<uint32_t>(__ballot(p) >> (static_cast<unsigned>(__lane_id()) & 32u))
 
 #endif
 
