@@ -136,8 +136,9 @@ pub struct List1Evaluator {
     pair_scratch_bytes: usize,
     /// `hipkern_list1_tiled_tensor_cores` on this device at upload.
     tensor_cores_available: bool,
-    /// The plans' upload staging (parts.rs): pageable for the first plan,
-    /// then page-locked, as large as the largest plan's arrays so far.
+    /// The plans' upload staging (parts.rs): none for the first plan (each
+    /// array copied from where it is), then page-locked, as large as the
+    /// largest plan's arrays so far.
     plan_staging: std::sync::Mutex<parts::Staging>,
 }
 

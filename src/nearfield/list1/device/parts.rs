@@ -4,9 +4,10 @@
 //! A plan of 32,768 boxes uploads about 7.6 MB in some fifteen arrays.
 //! One allocation and one copy replace fifteen allocations and fifteen
 //! copies. Page-locking the staging costs about as much as the plan it
-//! serves, so an evaluator's first plan copies from pageable memory and
-//! only from its second on (an evaluator that sees more than one tree)
-//! does it keep page-locked staging, grown to its largest plan.
+//! serves, so an evaluator's first plan copies each array straight from
+//! its host array into its place (no staging to allocate and fill), and
+//! only from its second plan on (an evaluator that sees more than one
+//! tree) does it keep page-locked staging, grown to its largest plan.
 use crate::runtime::{Device, DeviceBuffer, DeviceRepr, Pinned, Result};
 use crate::threads::{map_on_threads, threads_for};
 use std::marker::PhantomData;
@@ -15,7 +16,7 @@ use std::sync::Mutex;
 /// The staging an evaluator keeps for its plans' uploads.
 #[derive(Default)]
 pub(super) enum Staging {
-    /// No plan yet: the first copies from pageable memory.
+    /// No plan yet: the first copies each array from where it is.
     #[default]
     FirstPlan,
     /// A plan was made: the next one page-locks its staging.
@@ -101,7 +102,7 @@ impl<'a> Packing<'a> {
         if matches!(*staging, Staging::FirstPlan) {
             *staging = Staging::Planned;
             drop(staging);
-            return self.upload_pageable(buffer);
+            return self.upload_each(buffer);
         }
         if !matches!(&*staging, Staging::Pinned(s) if s.len() >= self.end) {
             // The old staging goes first: the two need not fit together.
@@ -109,11 +110,11 @@ impl<'a> Packing<'a> {
             match Pinned::new(device, self.end) {
                 Ok(pinned) => *staging = Staging::Pinned(pinned),
                 // No page-locked memory now (a memlock limit, a loaded
-                // host): this plan goes through pageable memory, as a
-                // first plan does; the next one tries again.
+                // host): this plan's arrays are copied as a first plan's
+                // are; the next one tries again.
                 Err(_) => {
                     drop(staging);
-                    return self.upload_pageable(buffer);
+                    return self.upload_each(buffer);
                 }
             }
         }
@@ -126,13 +127,16 @@ impl<'a> Packing<'a> {
         Ok(DeviceParts { buffer })
     }
 
-    /// The arrays packed in pageable memory, then copied into `buffer`.
-    fn upload_pageable(&self, mut buffer: DeviceBuffer<u8>) -> Result<DeviceParts> {
-        // Zeroed pages from the OS, first touched by the packing threads
-        // (as large as the plan's own host arrays, allocated as they are).
-        let mut host = vec![0u8; self.end];
-        self.pack(&mut host);
-        buffer.copy_from_host(&host)?;
+    /// Each array copied from its host array into its place in `buffer`
+    /// (pageable, one copy each; the alignment gaps are never read).
+    fn upload_each(&self, mut buffer: DeviceBuffer<u8>) -> Result<DeviceParts> {
+        for &(offset, bytes) in &self.parts {
+            if !bytes.is_empty() {
+                buffer
+                    .slice_mut(offset..offset + bytes.len())?
+                    .copy_from_host(bytes)?;
+            }
+        }
         Ok(DeviceParts { buffer })
     }
 
