@@ -387,8 +387,9 @@ def build_plan(
     Notes
     -----
     Every index is checked on the device before the plan is written, which
-    synchronizes the stream once (the verdict); the build itself runs on
-    ``torch.cuda.current_stream()``.
+    synchronizes the stream (the verdict); the build runs on
+    ``torch.cuda.current_stream()`` and is complete when the call returns
+    (a second synchronization).
     """
     _check_types(src=src, dst=dst)
     if mapping is not None:

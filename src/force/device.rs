@@ -125,7 +125,8 @@ impl DevicePlan {
     }
 
     /// Builds the plan on the device from endpoint indices already there
-    /// (stable counting sort; keys `dst`/`src`, or `mapping[dst]`/
+    /// (a stable radix sort, a key set already in order taken as it is;
+    /// keys `dst`/`src`, or `mapping[dst]`/
     /// `mapping[src]` with ghosts). Indices are checked on the device
     /// before anything is written; a bad one gives an [`Error::InvalidInput`]
     /// naming the array, its first bad position and value, as
@@ -707,7 +708,7 @@ impl DeviceFrames {
     }
 
     /// Frames given by `frame_of[k]` in `[0, n_frames)` for every row `k`:
-    /// grouped on the device by the plan build's stable counting sort (so
+    /// grouped on the device by the plan build's stable sort (so
     /// a bad id is reported as `frame_of[i] = v`, before anything is
     /// written). Synchronizes `stream`.
     pub fn by_ids<I: DeviceIndex>(

@@ -40,10 +40,11 @@
 //! `dst_order[dst_row_ptr[k]..dst_row_ptr[k+1]]` are the edges whose (mapped)
 //! destination is `k`, in increasing edge id, and likewise `src_order` /
 //! `src_row_ptr`; both `row_ptr` arrays have `N + 1` entries, from 0 to `E`.
-//! It is built once per neighbour list by a stable counting sort (histogram
-//! of the keys, exclusive scan, scatter in edge order), on the host
-//! ([`CsrPlan::build`]) or on the device ([`DevicePlan::build`], the same
-//! plan bit for bit). Its indices are int32: `E` and `N_ext` at most
+//! It is built once per neighbour list by a stable sort of the edges by key,
+//! on the host ([`CsrPlan::build`]: a counting sort, histogram of the keys,
+//! exclusive scan, scatter in edge order) or on the device
+//! ([`DevicePlan::build`]: a radix sort, a key set already in order taken
+//! as it is; the same plan bit for bit). Its indices are int32: `E` and `N_ext` at most
 //! [`MAX_PLAN_LEN`].
 //!
 //! The assembly is then an owner-computes segment reduction, no atomics:
