@@ -606,9 +606,12 @@ fn a_closed_or_full_stdout_is_no_panic() {
     ];
     for args in [&stats[..], &["info"][..]] {
         // A pipe whose reading end is closed before the program writes.
+        // Close-on-exec: a program another test starts meanwhile must not
+        // inherit the reading end and keep the pipe open (it made this
+        // test fail now and then: the write succeeded, exit 0).
         let mut fds = [0; 2];
-        // SAFETY: fds has room for the two descriptors pipe(2) writes.
-        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        // SAFETY: fds has room for the two descriptors pipe2(2) writes.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
         // SAFETY: fds[0] is the pipe's reading end, owned here, closed once.
         unsafe { libc::close(fds[0]) };
         // SAFETY: fds[1] is an open descriptor owned by nothing else.
