@@ -10,8 +10,15 @@ set -u
 STEPS=" ${STEPS:-tests c python benches} "
 want() { case "$STEPS" in *" $1 "*) return 0 ;; esac; echo "=== $1: not asked for (STEPS)"; return 1; }
 T0=$(date +%s); DEADLINE=${DEADLINE:-560}
-# cap MAX RESERVE: seconds a step may take, leaving RESERVE for later steps.
-cap() { local l=$(( DEADLINE - ($(date +%s) - T0) - $2 )); [ "$l" -gt "$1" ] && l=$1; [ "$l" -lt 5 ] && l=5; echo "$l"; }
+# cap MAX STEP...: seconds a step may take, leaving each later STEP its
+# share of the time, if it was asked for (c 30 s, python 60, benches 150).
+share() { case "$STEPS" in *" $1 "*) case "$1" in c) echo 30 ;; python) echo 60 ;; benches) echo 150 ;; esac ;; *) echo 0 ;; esac; }
+cap() {
+  local max=$1 reserve=0 s; shift
+  for s in "$@"; do reserve=$(( reserve + $(share "$s") )); done
+  local l=$(( DEADLINE - ($(date +%s) - T0) - reserve ))
+  [ "$l" -gt "$max" ] && l=$max; [ "$l" -lt 5 ] && l=5; echo "$l"
+}
 G="$PWD/.device/go"
 [ -f "$G/tests.tar.xz" ] || { echo "device-verify: $G is missing (run scripts/device-pack.sh and carry .device/go)" >&2; exit 2; }
 out="${OUT:-/tmp/out}"; mkdir -p "$out"
@@ -24,7 +31,7 @@ mkdir -p "$out/tests"
 want tests && echo "=== Rust GPU tests ($(( $(date +%s) - T0 )) s)" &&
 for t in "$W"/device-tests/tests/*; do
   "$t" --list 2>/dev/null | grep -q '^gpu_' || continue
-  name="$(basename "$t")"; l=$(cap 150 240)
+  name="$(basename "$t")"; l=$(cap 150 c python benches)
   [ "$l" -le 5 ] && { echo "$name: not run (time)"; continue; }
   timeout "$l" "$t" --test-threads=1 > "$out/tests/$name.txt" 2>&1; rc=$?
   echo "$name rc=$rc $(grep -E '^test result:' "$out/tests/$name.txt" | tail -1)"
@@ -37,7 +44,7 @@ for prog in hipkern_example psf_producers; do
   for c in cmake pkgconfig; do
     for threads in 1 16; do
       [ "$prog" = hipkern_example ] && [ "$threads" = 16 ] && continue
-      OMP_NUM_THREADS=$threads timeout "$(cap 30 210)" "$G/cex/$c/$prog" --require-device > "$W/ex.txt" 2>&1; rc=$?
+      OMP_NUM_THREADS=$threads timeout "$(cap 30 python benches)" "$G/cex/$c/$prog" --require-device > "$W/ex.txt" 2>&1; rc=$?
       echo "$prog ($c, $threads threads): rc=$rc; $(tail -1 "$W/ex.txt")"
       cat "$W/ex.txt" >> "$out/c_examples.txt"
     done
@@ -49,11 +56,11 @@ echo "=== Python suite ($(( $(date +%s) - T0 )) s)"
 site="$W/site"; mkdir -p "$site"
 python3 -c 'import sys, zipfile; [zipfile.ZipFile(w).extractall(sys.argv[1]) for w in sys.argv[2:]]' "$site" "$G"/py/wheels/*.whl
 (cd "$G/py" && PYTHONPATH="$site" HIPKERN_DEEPMD_OP="$G/py/deepmd/force_assembly.py" \
-  timeout "$(cap 200 150)" python3 -m pytest -q -p no:cacheprovider -rs tests > "$out/pytest.txt" 2>&1; echo "rc=$?" >> "$out/pytest.txt")
+  timeout "$(cap 200 benches)" python3 -m pytest -q -p no:cacheprovider -rs tests > "$out/pytest.txt" 2>&1; echo "rc=$?" >> "$out/pytest.txt")
 tail -3 "$out/pytest.txt"; grep -E "^(FAILED|ERROR)" "$out/pytest.txt" | head
 fi
 
 want benches && echo "=== benches ($(( $(date +%s) - T0 )) s)" &&
-{ (cd "$G" && HIPKERN_BENCH_OUT="$out/benches" timeout "$(cap 600 0)" bash run-benches.sh > "$out/benches.txt" 2>&1; echo "rc=$?" >> "$out/benches.txt")
+{ (cd "$G" && HIPKERN_BENCH_OUT="$out/benches" timeout "$(cap 600)" bash run-benches.sh > "$out/benches.txt" 2>&1; echo "rc=$?" >> "$out/benches.txt")
 tail -3 "$out/benches.txt"; }
 echo "=== end ($(( $(date +%s) - T0 )) s)"
