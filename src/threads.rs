@@ -13,12 +13,20 @@ use std::sync::{Condvar, Mutex};
 /// a mistyped count (2^40) is refused before any thread is spawned.
 pub const MAX_THREADS: usize = 1024;
 
+/// The machine's available parallelism, read once per process (each read
+/// asks the OS and the cgroup files: ~14 µs, and a plan asks some fifteen
+/// times); at least 1.
+pub(crate) fn machine_threads() -> usize {
+    static THREADS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *THREADS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 /// The thread count for `requested` (0 = the machine's available
 /// parallelism, itself bounded by its hardware); above [`MAX_THREADS`] an
 /// [`Error::InvalidInput`] naming `what` and the limit.
 pub(crate) fn resolve_threads(requested: usize, what: &str) -> Result<usize> {
     match requested {
-        0 => Ok(std::thread::available_parallelism().map_or(1, |n| n.get())),
+        0 => Ok(machine_threads()),
         t if t > MAX_THREADS => Err(Error::InvalidInput(format!(
             "{what}: threads = {t} (must be in 0..={MAX_THREADS}, 0 = all cores; more threads \
              than the machine's cores add no speed)"
@@ -35,8 +43,8 @@ pub(crate) fn resolve_threads(requested: usize, what: &str) -> Result<usize> {
 ///
 /// The helpers come from a pool kept for the process ([`POOL`]): starting
 /// and ending threads costs more than a short pass (on the H100 machine's
-/// 16-core host a pass over 830,584 pairs' sources, ~0.1 ms of work, took
-/// 0.5–1.3 ms with fresh threads). Where the pool is busy (a nested call,
+/// 16-core host a List 1 planning pass of ~0.1 ms of work over 830,584
+/// pairs took 0.5–1.3 ms with fresh threads). Where the pool is busy (a nested call,
 /// or another thread's) or more threads are asked than the machine has,
 /// or in a child process forked from one whose pool had started, the
 /// helpers are fresh scoped threads. The helpers stay for the process's
@@ -128,7 +136,7 @@ impl Pool {
     fn run(&'static self, helpers: usize, worker: &(dyn Fn() + Sync)) -> bool {
         // The pool keeps at most a helper per hardware thread; a caller
         // asking more (up to MAX_THREADS) gets fresh threads.
-        if helpers >= std::thread::available_parallelism().map_or(1, |n| n.get()) {
+        if helpers >= machine_threads() {
             return false;
         }
         let me = std::process::id();
@@ -231,8 +239,7 @@ impl Pool {
 /// `per_thread` of them: the machine's available parallelism, fewer for
 /// little work, at least 1.
 pub(crate) fn threads_for(work: usize, per_thread: usize) -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
+    machine_threads()
         .min(work.div_ceil(per_thread.max(1)))
         .max(1)
 }

@@ -162,10 +162,7 @@ pub fn assemble_with_plan<T: Real>(
         f.copy_from_slice(&acc[..3]);
         w.copy_from_slice(&acc[3..]);
     };
-    let threads = std::thread::available_parallelism()
-        .map(|t| t.get())
-        .unwrap_or(1)
-        .min(64);
+    let threads = crate::threads::machine_threads().min(64);
     let chunk = n.div_ceil(threads.max(1)).max(1);
     // A refused thread leaves its chunks to the others (map_on_threads).
     let chunks: Vec<_> = force

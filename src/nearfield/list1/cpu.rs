@@ -515,7 +515,7 @@ pub fn evaluate_list1(
     tables: &List1Tables<'_>,
     source_values: &[f64],
 ) -> Result<Vec<f64>> {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let threads = crate::threads::machine_threads();
     evaluate_list1_with_threads(boxes, tables, source_values, threads)
 }
 

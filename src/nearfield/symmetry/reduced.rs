@@ -86,7 +86,7 @@ fn representative(
 impl ReducedTable {
     /// Builds the representatives only (module docs), with every core.
     pub fn build(kernel: &Kernel, q: usize, l: f64, quad: &EntryQuadrature) -> Result<Self> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = crate::threads::machine_threads();
         ReducedTable::build_with_threads(kernel, q, l, quad, threads)
     }
 

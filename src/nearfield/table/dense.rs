@@ -77,7 +77,7 @@ impl NearFieldTable {
     /// Builds the table with as many threads as the machine offers
     /// (`std::thread::available_parallelism`).
     pub fn build(kernel: &Kernel, q: usize, l: f64, quad: &EntryQuadrature) -> Result<Self> {
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = crate::threads::machine_threads();
         NearFieldTable::build_with_threads(kernel, q, l, quad, threads)
     }
 
