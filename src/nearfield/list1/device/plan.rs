@@ -365,10 +365,6 @@ impl List1Evaluator {
         let (kernel, reason) = match forced {
             Some(k) => {
                 self.check_kernel(k)?;
-                if k.raw_tiled().is_some() {
-                    let (width, bound) = tile_shape(k, nq)?;
-                    tiling = Some(key_order().tile(source, width, bound));
-                }
                 (k, "forced".to_string())
             }
             None => {
@@ -425,6 +421,7 @@ impl List1Evaluator {
                 choice
             }
         };
+        // A forced tiled kernel (the fast contract's choice is cut above).
         if kernel.raw_tiled().is_some() && tiling.is_none() {
             let (width, bound) = tile_shape(kernel, nq)?;
             tiling = Some(key_order().tile(source, width, bound));
