@@ -293,13 +293,7 @@ impl<'a> List1Boxes<'a> {
                 let h_s = sides[level_s];
                 // The accepted path first; a pair it does not accept gets
                 // case_of_pair's verdict (and its message).
-                // The dimension as a constant in the accepted path.
-                let aligned = if d == 3 {
-                    cases.aligned_case::<3>(center_t, h_t, center_s, h_s)
-                } else {
-                    cases.aligned_case::<2>(center_t, h_t, center_s, h_s)
-                };
-                if let Some(c) = aligned {
+                if let Some(c) = cases.aligned_case(center_t, h_t, center_s, h_s) {
                     out[j - base] = c as u16;
                     continue;
                 }
