@@ -290,9 +290,11 @@ impl<'a> KeyOrder<'a> {
         });
         let order = order_by_key_lists(starts, &sorted);
         KeyOrder {
-            n_keys: sorted
-                .iter()
-                .map(|&(k, _)| k as usize + 1)
+            // Each target's pairs are sorted by key: its last is its largest.
+            n_keys: starts
+                .windows(2)
+                .filter(|w| w[1] > w[0])
+                .map(|w| sorted[w[1] as usize - 1].0 as usize + 1)
                 .max()
                 .unwrap_or(0),
             longest: starts
@@ -547,6 +549,7 @@ impl<'a> KeyOrder<'a> {
 
 /// Where a tiling cuts the ordered targets: the tiles (ranges of the
 /// order) and each tile's distinct sources, ascending.
+#[cfg_attr(test, derive(Debug, PartialEq))]
 pub(crate) struct Cut {
     targets_per_tile: usize,
     /// One more than the largest source box.
@@ -555,21 +558,6 @@ pub(crate) struct Cut {
     /// `tiles.len() + 1` offsets into `tile_sources`.
     tile_source_offsets: Vec<u32>,
     tile_sources: Vec<u32>,
-}
-
-/// Tiles the targets of CSR `starts` (`n_targets + 1` offsets; pair `j` of
-/// key `key(j)`, source box `source(j)`) into tiles of at most
-/// `targets_per_tile` boxes and, but for a box alone, `max_sources`
-/// distinct source boxes (at most `u16::MAX − 1`): [`KeyOrder::tile`].
-#[cfg(test)]
-pub(crate) fn tile_targets(
-    starts: &[u32],
-    key: impl Fn(usize) -> u32 + Sync,
-    source: impl Fn(usize) -> u32 + Sync,
-    targets_per_tile: usize,
-    max_sources: usize,
-) -> TargetTiling {
-    KeyOrder::new(starts, key).tile(source, targets_per_tile, max_sources)
 }
 
 #[cfg(test)]
@@ -595,7 +583,14 @@ mod tests {
         let slots = order.slots(&cut);
         let t = order.rows(cut, &source);
         assert_eq!(slots, t.slots(), "slots counted before the rows");
-        assert_eq!(t, tile_targets(starts, |j| keys[j], source, b, max_sources));
+        // The cut by the bound, where no tile can reach it, is the cut
+        // every b boxes (which `cut` takes then, on every core).
+        let n_sources = sources.iter().map(|&x| x as usize + 1).max().unwrap_or(0);
+        assert_eq!(
+            order.cut_bounded(b, n_sources.max(1), n_sources, &source),
+            order.cut_every(b, n_sources, &source),
+            "the bounded cut with an unreachable bound"
+        );
         let n_targets = starts.len() - 1;
         let n_pairs = keys.len();
         if max_sources >= n_pairs {
@@ -758,9 +753,7 @@ mod tests {
         let boxes = tree.list1_boxes(&targets);
         let cases = boxes.pairs().unwrap().cases;
         let b = 64;
-        let t = tile_targets(
-            boxes.source_starts,
-            |j| u32::from(cases[j]),
+        let t = KeyOrder::new(boxes.source_starts, |j| u32::from(cases[j])).tile(
             |j| boxes.source_boxes[j],
             b,
             4 * b,

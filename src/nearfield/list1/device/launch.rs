@@ -115,7 +115,7 @@ impl List1Evaluator {
                     self.launch_grouped(stream, plan, source_values.as_ptr(), out.as_mut_ptr())
                 }
             }
-            // SAFETY: as above; the tiles come from tile_targets over the
+            // SAFETY: as above; the tiles come from KeyOrder's tiling of the
             // plan's own validated pairs (every target on one lane, every
             // pair in one slot of its own key and its own target's lane),
             // cut at the kernel's width, and a compact layout's plan
