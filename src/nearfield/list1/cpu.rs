@@ -118,8 +118,12 @@ pub struct List1Pairs {
     pub cases: Vec<u16>,
 }
 
+fn invalid(msg: String) -> Error {
+    Error::InvalidInput(format!("list 1: {msg}"))
+}
+
 fn bad<T>(msg: String) -> Result<T> {
-    Err(Error::InvalidInput(format!("list 1: {msg}")))
+    Err(invalid(msg))
 }
 
 impl<'a> List1Boxes<'a> {
@@ -300,8 +304,8 @@ impl<'a> List1Boxes<'a> {
                 match cases.case_of_pair(center_t, h_t, center_s, h_s) {
                     Ok(c) => out[j - base] = c as u16,
                     Err(e) => {
-                        run.refusal = Some(Error::InvalidInput(format!(
-                            "list 1: target box {tb} (target_boxes[{i}], level {}) and source \
+                        run.refusal = Some(invalid(format!(
+                            "target box {tb} (target_boxes[{i}], level {}) and source \
                              box {sb} (source_boxes[{j}], level {}) are not a List 1 pair: {}",
                             self.levels[tb],
                             self.levels[sb],

@@ -53,10 +53,10 @@ pub(super) struct DeviceParts {
 
 impl DeviceParts {
     /// The device address of `part`.
+    /// (`part` came from the packing this allocation holds, so the
+    /// address is within it; it is never dereferenced on the host.)
     pub(super) fn ptr<T>(&self, part: Part<T>) -> *const T {
-        // SAFETY (offset): `part` came from the packing this allocation
-        // holds, so offset + len · size_of::<T>() is within it.
-        unsafe { self.buffer.as_ptr().add(part.offset).cast() }
+        self.buffer.as_ptr().wrapping_add(part.offset).cast()
     }
 
     /// Bytes of the allocation (the arrays and their alignment gaps).
