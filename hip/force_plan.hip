@@ -6,14 +6,17 @@
 //   0. every index is range-checked (first bad position of each array kept
 //      with atomicMin) and each key set is checked for coming in order
 //      already (a neighbour list grouped by centre gives dst keys in
-//      order). The host reads that verdict: with a bad index nothing more
-//      is launched, so the outputs are untouched.
-//   1. per pass over at most kMaxDigitBits bits of the key: each tile of
-//      kTile edges counts its digits; an exclusive scan of the counts,
-//      digit-major over the tiles, gives every (digit, tile) its first
-//      output slot; each tile ranks its edges by digit in edge order
-//      (ballots within 32-lane groups, shared-memory counts), stages them
-//      by digit in shared memory and writes them out in runs of one digit.
+//      order); the same read counts src's digits for every pass. The host
+//      reads that verdict: with a bad index nothing more is launched, so
+//      the outputs are untouched.
+//   1. the digits of every pass over the whole set (src's from step 0,
+//      dst's by one read of its keys); then per pass over at most kMaxDigitBits bits of the key, one
+//      launch (Onesweep: Adinets and Merrill, 2022): each tile of kTile
+//      edges ranks its edges by digit in edge order (ballots within
+//      32-lane groups, shared-memory counts), finds how many edges of each
+//      digit the tiles before it hold by a decoupled look-back, stages its
+//      edges by digit in shared memory and writes them out in runs of one
+//      digit.
 //   2. row_ptr[k] = the first position whose key is >= k, by a binary
 //      search in the sorted keys.
 // A key set already in order skips 1: its order is the identity and its
@@ -49,9 +52,16 @@ static_assert(kMaxDigits == kPlanBlock, "one digit per thread in the digit scans
 static_assert(kPlanBlock % kMaxWarpSize == 0 && lane_groups_inside(kLaneGroup, kPlanBlock, 32) &&
                   lane_groups_inside(kLaneGroup, kPlanBlock, 64),
               "the plan's 32-lane groups lie inside warps and wavefronts");
-constexpr int kScanPerThread = 8;
-constexpr int kScanTile = kPlanBlock * kScanPerThread;  // counts per scan tile
 constexpr uint64_t kNoBad = ~0ull;
+
+// The radix passes for keys below n_rows: their number and each one's bits
+// (the earlier passes take the odd bit), 0 passes for one row or none.
+constexpr int kMaxPasses = 4;
+struct RadixPasses {
+  int count = 0;
+  int bits[kMaxPasses] = {0, 0, 0, 0};
+  int shift[kMaxPasses] = {0, 0, 0, 0};
+};
 
 // In scratch, read back by the host after step 0. Set to all ones first.
 struct PlanStatus {
@@ -153,61 +163,66 @@ __device__ inline void load_tile(const KeySet<I, M> &ks, const int32_t *__restri
   }
 }
 
-// Block-wide exclusive scan of one value per thread (Hillis-Steele in
-// shared memory); returns the thread's prefix, *total the block's sum.
-__device__ inline int64_t block_exclusive_scan(int64_t v, int64_t *shared, int64_t *total) {
-  const unsigned t = threadIdx.x;
-  shared[t] = v;
-  __syncthreads();
-  for (unsigned d = 1; d < blockDim.x; d *= 2) {
-    const int64_t add = t >= d ? shared[t - d] : 0;
-    __syncthreads();
-    shared[t] += add;
-    __syncthreads();
-  }
-  const int64_t inclusive = shared[t];
-  *total = shared[blockDim.x - 1];
-  __syncthreads();
-  return inclusive - v;
-}
-
 // Step 0: every index range-checked (the first bad position of each array
 // kept), and whether each key set comes in order. blockIdx.y: 0 = dst,
-// 1 = src. A pure stream over the indices: the digits are counted only
-// for a set that needs sorting.
+// 1 = src. The same read counts src's digits for every radix pass (the
+// histogram step 1 needs), whether src turns out to need sorting or not:
+// a neighbour list's src keys almost always do, and a separate histogram
+// read of them cost 70 µs at E = 33.5 M against 32 µs more here
+// (benches/RESULTS.md). dst's are not counted here: they usually come in
+// order (no sort), and keys in order would make every lane of a group add
+// to one counter.
 template <typename I, typename M>
 __global__ __launch_bounds__(kPlanBlock) void plan_check_keys(KeySet<I, M> dst, KeySet<I, M> src,
-                                                              PlanStatus *st) {
+                                                              PlanStatus *st, RadixPasses passes,
+                                                              uint32_t *hist_base) {
+  __shared__ uint32_t counts[kMaxPasses][kMaxDigits];
+  for (int p = 0; p < kMaxPasses; ++p) counts[p][threadIdx.x] = 0;
+  __syncthreads();
   const int set = static_cast<int>(blockIdx.y);
   const KeySet<I, M> ks = set == 1 ? src : dst;
-  const int64_t base = static_cast<int64_t>(blockIdx.x) * kTile + threadIdx.x;
-  // Every index loaded before any is used (kItems per thread in flight).
-  int64_t raw[kItems], raw_prev[kItems];
-#pragma unroll
-  for (int r = 0; r < kItems; ++r) {
-    const int64_t e = base + r * kPlanBlock;
-    raw[r] = e < ks.n_edges ? static_cast<int64_t>(ks.idx[e]) : 0;
-    raw_prev[r] = e < ks.n_edges && e > 0 ? static_cast<int64_t>(ks.idx[e - 1]) : -1;
-  }
-  int32_t key[kItems], prev[kItems];
-#pragma unroll
-  for (int r = 0; r < kItems; ++r) {
-    key[r] = ks.key_of(raw[r]);
-    prev[r] = ks.key_of(raw_prev[r]);
-  }
   bool descent = false;
+  for (int64_t tile = static_cast<int64_t>(blockIdx.x) * kTile; tile < ks.n_edges;
+       tile += static_cast<int64_t>(gridDim.x) * kTile) {
+    const int64_t base = tile + threadIdx.x;  // (the loop is uniform over the block)
+    // Every index loaded before any is used (kItems per thread in flight).
+    int64_t raw[kItems], raw_prev[kItems];
 #pragma unroll
-  for (int r = 0; r < kItems; ++r) {
-    const int64_t e = base + r * kPlanBlock;
-    if (e >= ks.n_edges) continue;
-    if (key[r] < 0) {
-      if (raw[r] < 0 || raw[r] >= ks.n_ext)
-        atomicMin(&st->bad[set == 1 ? 0 : 1], static_cast<unsigned long long>(e));
-      // (a mapping entry out of range: plan_check_mapping records it)
-    } else if (prev[r] > key[r]) {
-      descent = true;
+    for (int r = 0; r < kItems; ++r) {
+      const int64_t e = base + r * kPlanBlock;
+      raw[r] = e < ks.n_edges ? static_cast<int64_t>(ks.idx[e]) : 0;
+      raw_prev[r] = e < ks.n_edges && e > 0 ? static_cast<int64_t>(ks.idx[e - 1]) : -1;
+    }
+    int32_t key[kItems], prev[kItems];
+#pragma unroll
+    for (int r = 0; r < kItems; ++r) {
+      key[r] = ks.key_of(raw[r]);
+      prev[r] = ks.key_of(raw_prev[r]);
+    }
+#pragma unroll
+    for (int r = 0; r < kItems; ++r) {
+      const int64_t e = base + r * kPlanBlock;
+      if (e >= ks.n_edges) continue;
+      if (key[r] < 0) {
+        if (raw[r] < 0 || raw[r] >= ks.n_ext)
+          atomicMin(&st->bad[set == 1 ? 0 : 1], static_cast<unsigned long long>(e));
+        // (a mapping entry out of range: plan_check_mapping records it)
+      } else {
+        if (prev[r] > key[r]) descent = true;
+#pragma unroll
+        for (int p = 0; p < kMaxPasses; ++p)
+          if (set == 1 && p < passes.count)
+            atomicAdd(&counts[p][(static_cast<uint32_t>(key[r]) >> passes.shift[p]) &
+                                 ((1u << passes.bits[p]) - 1)],
+                      1u);
+      }
     }
   }
+  __syncthreads();
+  uint32_t *hist = hist_base + set * kMaxPasses * kMaxDigits;
+  for (int p = 0; set == 1 && p < passes.count; ++p)
+    if (counts[p][threadIdx.x] != 0u)
+      atomicAdd(&hist[p * kMaxDigits + threadIdx.x], counts[p][threadIdx.x]);
   // One word per set for the whole grid: one write per block that saw a
   // descent, and none once some block has (a write per thread serialises
   // millions of atomics on one address).
@@ -215,112 +230,150 @@ __global__ __launch_bounds__(kPlanBlock) void plan_check_keys(KeySet<I, M> dst, 
     atomicExch(&st->sorted[set], 0u);
 }
 
-// The digit counts of one tile into counts[digit * n_tiles + tile]: the
-// keys from the indices (keys_in null, pass 0) or as the previous pass
-// wrote them.
+// Every pass's digit counts over the whole key set in one read of the keys
+// (a block's counts in shared memory, then one global atomic per digit per
+// block): hist[p * kMaxDigits + digit], zeroed by the caller.
 template <typename I, typename M>
-__global__ __launch_bounds__(kPlanBlock) void plan_digit_counts(KeySet<I, M> ks,
-                                                                const int32_t *__restrict__ keys_in,
-                                                                int shift, int bits, int32_t *counts,
-                                                                int64_t n_tiles) {
-  __shared__ int32_t hist[kMaxDigits];
-  hist[threadIdx.x] = 0;
+__global__ __launch_bounds__(kPlanBlock) void plan_digit_histogram(KeySet<I, M> ks,
+                                                                   RadixPasses passes,
+                                                                   uint32_t *hist) {
+  __shared__ uint32_t counts[kMaxPasses][kMaxDigits];
+  for (int p = 0; p < kMaxPasses; ++p) counts[p][threadIdx.x] = 0;
   __syncthreads();
-  const int lane = group_lane();
-  const uint32_t digit_mask = (1u << bits) - 1;
-  int32_t key[kItems], id[kItems];
-  load_tile(ks, keys_in, nullptr,
-            static_cast<int64_t>(blockIdx.x) * kTile +
-                static_cast<int64_t>(threadIdx.x / kLaneGroup) * kGroupSpan,
-            lane, key, id);
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kTile;
+  for (int64_t tile = static_cast<int64_t>(blockIdx.x) * kTile; tile < ks.n_edges;
+       tile += stride) {
+    const int64_t base = tile + threadIdx.x;
+    int64_t raw[kItems];
 #pragma unroll
-  for (int r = 0; r < kItems; ++r) {
-    const bool valid = key[r] >= 0;
-    const uint32_t digit = valid ? (static_cast<uint32_t>(key[r]) >> shift) & digit_mask : 0;
-    const uint32_t peers = group_peers(valid, digit, bits);
-    if (valid && lane == __ffs(peers) - 1) atomicAdd(&hist[digit], __popc(peers));
+    for (int r = 0; r < kItems; ++r) {
+      const int64_t e = base + r * kPlanBlock;
+      raw[r] = e < ks.n_edges ? static_cast<int64_t>(ks.idx[e]) : -1;
+    }
+#pragma unroll
+    for (int r = 0; r < kItems; ++r) {
+      const int32_t key = ks.key_of(raw[r]);
+      if (key < 0) continue;  // past the end (indices were checked in step 0)
+#pragma unroll
+      for (int p = 0; p < kMaxPasses; ++p)
+        if (p < passes.count)
+          atomicAdd(&counts[p][(static_cast<uint32_t>(key) >> passes.shift[p]) &
+                               ((1u << passes.bits[p]) - 1)],
+                    1u);
+    }
   }
   __syncthreads();
-  if (threadIdx.x <= digit_mask)
-    counts[static_cast<int64_t>(threadIdx.x) * n_tiles + blockIdx.x] = hist[threadIdx.x];
+  for (int p = 0; p < passes.count; ++p)
+    if (counts[p][threadIdx.x] != 0u)
+      atomicAdd(&hist[p * kMaxDigits + threadIdx.x], counts[p][threadIdx.x]);
 }
 
-// Exclusive scan of v[0..n) in place, in three launches: the sum of each
-// tile of kScanTile values, a scan of those sums (one block), then each
-// tile from its sum's prefix.
-__global__ void scan_tile_sums(const int32_t *v, int64_t n, int64_t *tile_sums) {
-  __shared__ int64_t shared[kPlanBlock];
-  const int64_t base = static_cast<int64_t>(blockIdx.x) * kScanTile;
-  int64_t sum = 0;
-  for (int i = 0; i < kScanPerThread; ++i) {
-    const int64_t k = base + static_cast<int64_t>(threadIdx.x) * kScanPerThread + i;
-    if (k < n) sum += v[k];
-  }
-  int64_t total;
-  block_exclusive_scan(sum, shared, &total);
-  if (threadIdx.x == 0) tile_sums[blockIdx.x] = total;
+// Decoupled look-back (Merrill and Garland's single-pass scan, as Onesweep
+// uses it for radix sorting): each tile publishes, per digit, first its own
+// count and then its inclusive prefix over the tiles before it, in one
+// 64-bit word: high half 2 * epoch + (1 for a prefix, 0 for a count alone),
+// low half the value. A word whose high half is below 2 * epoch is from
+// an earlier pass (or zero) and not ready yet. Epochs (1 + set * kMaxPasses
+// + pass) let one table, zeroed once per build, serve every pass.
+// The status words are read and written by relaxed device-scope atomics
+// (one 64-bit access each: the flag and the value never tear apart; no
+// other data passes between blocks, so no fence), and a waiting tile
+// pauses between polls rather than hammering the word (rocPRIM's look-back
+// does the same).
+__device__ inline unsigned long long load_status(const unsigned long long *word) {
+#if defined(__CUDA_ARCH__)
+  unsigned long long w;
+  asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(w) : "l"(word) : "memory");
+  return w;
+#elif defined(__HIP_DEVICE_COMPILE__)
+  return __hip_atomic_load(word, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#else
+  return *word;  // (host pass: never called)
+#endif
 }
 
-__global__ void scan_sums(int64_t n_tiles, int64_t *tile_sums) {
-  __shared__ int64_t shared[kPlanBlock];
-  int64_t carry = 0;
-  for (int64_t base = 0; base < n_tiles; base += blockDim.x) {
-    const int64_t k = base + threadIdx.x;
-    const int64_t x = k < n_tiles ? tile_sums[k] : 0;
-    int64_t total;
-    const int64_t prefix = block_exclusive_scan(x, shared, &total);
-    if (k < n_tiles) tile_sums[k] = carry + prefix;
-    carry += total;
-  }
+__device__ inline void store_status(unsigned long long *word, unsigned long long w) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.relaxed.gpu.global.u64 [%0], %1;" : : "l"(word), "l"(w) : "memory");
+#elif defined(__HIP_DEVICE_COMPILE__)
+  __hip_atomic_store(word, w, __ATOMIC_RELAXED, __HIP_MEMORY_SCOPE_AGENT);
+#else
+  *word = w;
+#endif
 }
 
-__global__ void scan_tiles(int32_t *v, int64_t n, const int64_t *tile_sums) {
-  __shared__ int64_t shared[kPlanBlock];
-  const int64_t base = static_cast<int64_t>(blockIdx.x) * kScanTile +
-                       static_cast<int64_t>(threadIdx.x) * kScanPerThread;
-  int32_t c[kScanPerThread];
-  int64_t sum = 0;
-  for (int i = 0; i < kScanPerThread; ++i) {
-    c[i] = base + i < n ? v[base + i] : 0;
-    sum += c[i];
-  }
-  int64_t total;
-  int64_t at = tile_sums[blockIdx.x] + block_exclusive_scan(sum, shared, &total);
-  for (int i = 0; i < kScanPerThread; ++i) {
-    if (base + i < n) v[base + i] = static_cast<int32_t>(at);
-    at += c[i];
-  }
+__device__ inline void pause_polling() {
+#if defined(__CUDA_ARCH__)
+  __nanosleep(32);
+#elif defined(__HIP_DEVICE_COMPILE__)
+  __builtin_amdgcn_s_sleep(1);
+#endif
 }
 
-// One radix pass over one tile: the tile's edges ranked by digit in edge
-// order (each group's edges in rounds of kLaneGroup; a group's running
-// count per digit in shared memory, taken by one atomic per digit per
-// round whose old value the leader hands to its peers), placed in shared
-// memory by digit, then written to their slots, offsets[digit * n_tiles +
-// tile] (the scanned counts) onwards, consecutive slots from consecutive
-// threads. keys_in/ids_in null: pass 0 (keys from the indices, ids the
-// edge positions). keys_out: the keys in the new order (the next pass's
-// input, or the row search's).
+__device__ inline void publish(unsigned long long *word, uint32_t epoch, bool prefix,
+                               uint32_t value) {
+  store_status(word, (static_cast<unsigned long long>(2 * epoch + (prefix ? 1 : 0)) << 32) | value);
+}
+
+// The sum of digit d's counts in tiles [0, tile): back from tile - 1,
+// adding counts until a prefix is found. The tiles before `tile` took
+// their numbers earlier and so are running or done: the wait ends.
+__device__ inline uint32_t look_back(const unsigned long long *status, int64_t tile, unsigned d,
+                                     uint32_t epoch) {
+  uint32_t sum = 0;
+  for (int64_t t = tile - 1; t >= 0;) {
+    const unsigned long long w = load_status(status + t * kMaxDigits + d);
+    const uint32_t tag = static_cast<uint32_t>(w >> 32);
+    if (tag < 2 * epoch) {  // not published yet
+      pause_polling();
+      continue;
+    }
+    sum += static_cast<uint32_t>(w);
+    if (tag == 2 * epoch + 1) break;
+    --t;
+  }
+  return sum;
+}
+
+// One radix pass over one tile, its output slots found in the same launch:
+// the tile takes the next tile number (so that every tile it waits for has
+// started), ranks its edges by digit in edge order (each group's edges in
+// rounds of kLaneGroup; a group's running count per digit in shared
+// memory, taken by one atomic per digit per round whose old value the
+// leader hands to its peers), publishes its digit counts, looks back for
+// the tiles before it, places its edges in shared memory by digit and
+// writes them out in runs of one digit, consecutive slots from
+// consecutive threads. A digit's runs start at the digit's first slot
+// over all tiles (the scanned histogram) plus the earlier tiles' counts.
+// keys_in/ids_in null: pass 0 (keys from the indices, ids the edge
+// positions). keys_out: the keys in the new order (the next pass's input,
+// or the row search's).
 template <typename I, typename M>
-__global__ __launch_bounds__(kPlanBlock) void plan_digit_scatter(
+__global__ __launch_bounds__(kPlanBlock) void plan_digit_pass(
     KeySet<I, M> ks, const int32_t *__restrict__ keys_in, const int32_t *__restrict__ ids_in,
-    int32_t *__restrict__ keys_out, int32_t *__restrict__ ids_out,
-    const int32_t *__restrict__ offsets, int64_t n_tiles, int shift, int bits) {
+    int32_t *__restrict__ keys_out, int32_t *__restrict__ ids_out, const uint32_t *hist,
+    unsigned long long *status, uint32_t *tile_counter, uint32_t epoch, int shift, int bits) {
   __shared__ int32_t group_count[kGroups][kMaxDigits];  // running count, then the group's prefix
   __shared__ int32_t first_slot[kMaxDigits];             // the tile's first slot of each digit
   __shared__ int32_t out_shift[kMaxDigits];              // output slot minus tile slot
   __shared__ int32_t staged_key[kTile], staged_id[kTile];
   __shared__ int32_t group_sums[kGroups];
+  __shared__ uint32_t tile_number;
   for (int g = 0; g < kGroups; ++g) group_count[g][threadIdx.x] = 0;
-  __syncthreads();
-  const int group = static_cast<int>(threadIdx.x) / kLaneGroup;
-  const int lane = group_lane();
+  if (threadIdx.x == 0) tile_number = atomicAdd(tile_counter, 1u);
   const unsigned d = threadIdx.x;
   const uint32_t digit_mask = (1u << bits) - 1;
+  // The digit's first slot over all tiles (every block scans the 256
+  // counts; cheaper than a launch).
+  int32_t unused_total;
+  const int32_t digit_start = block_scan_exclusive(
+      d <= digit_mask ? static_cast<int32_t>(hist[d]) : 0, group_sums, &unused_total);
+  const int64_t tile = tile_number;  // (the scan's barriers published it)
+  const int group = static_cast<int>(threadIdx.x) / kLaneGroup;
+  const int lane = group_lane();
   int32_t key[kItems], id[kItems], rank[kItems];
-  load_tile(ks, keys_in, ids_in,
-            static_cast<int64_t>(blockIdx.x) * kTile + static_cast<int64_t>(group) * kGroupSpan,
-            lane, key, id);
+  load_tile(ks, keys_in, ids_in, tile * kTile + static_cast<int64_t>(group) * kGroupSpan, lane,
+            key, id);
 #pragma unroll
   for (int r = 0; r < kItems; ++r) {
     const bool valid = key[r] >= 0;
@@ -340,11 +393,18 @@ __global__ __launch_bounds__(kPlanBlock) void plan_digit_scatter(
       group_count[g][d] = digit_total;
       digit_total += c;
     }
+  unsigned long long *word = status + tile * kMaxDigits + d;
+  if (d <= digit_mask) publish(word, epoch, tile == 0, static_cast<uint32_t>(digit_total));
   int32_t tile_total;
   const int32_t first = block_scan_exclusive(digit_total, group_sums, &tile_total);
   if (d <= digit_mask) {
+    uint32_t before = 0;
+    if (tile > 0) {
+      before = look_back(status, tile, d, epoch);
+      publish(word, epoch, true, before + static_cast<uint32_t>(digit_total));
+    }
     first_slot[d] = first;
-    out_shift[d] = offsets[static_cast<int64_t>(d) * n_tiles + blockIdx.x] - first;
+    out_shift[d] = digit_start + static_cast<int32_t>(before) - first;
   }
   __syncthreads();
 #pragma unroll
@@ -400,14 +460,6 @@ __global__ void plan_rows_in_order(KeySet<I, M> ks, int32_t *order, int32_t *row
   }
 }
 
-// The radix passes for keys below n_rows: their number and each one's bits
-// (the earlier passes take the odd bit), 0 passes for one row or none.
-struct RadixPasses {
-  int count = 0;
-  int bits[4] = {0, 0, 0, 0};
-  int shift[4] = {0, 0, 0, 0};
-};
-
 RadixPasses radix_passes(int64_t n_rows) {
   RadixPasses p;
   int key_bits = 0;
@@ -422,27 +474,30 @@ RadixPasses radix_passes(int64_t n_rows) {
 }
 
 // Byte layout of the plan-build scratch; every region 256-byte aligned.
+// The look-back region (both sets' histograms and tile counters, the tile
+// status table) is zeroed once per build that sorts.
 struct PlanScratch {
-  size_t status, counts, tile_sums, keys_a, keys_b, ids, total;
+  size_t status, hist, tile_counters, tile_status, lookback_end, keys_a, keys_b, ids, total;
   int64_t n_tiles;  // of kTile edges: the blocks of every edge kernel
 };
 
 size_t align256(size_t x) { return (x + 255) & ~static_cast<size_t>(255); }
 
 PlanScratch plan_scratch_layout(int64_t n_edges, int64_t n_rows) {
+  (void)n_rows;
   PlanScratch l;
   l.n_tiles = (n_edges + kTile - 1) / kTile;
-  const RadixPasses passes = radix_passes(n_rows);
-  const int64_t n_counts = (int64_t{1} << passes.bits[0]) * l.n_tiles;  // pass 0 has the most digits
-  const int64_t scan_tiles_max = (n_counts + kScanTile - 1) / kScanTile;
   const size_t edges = sizeof(int32_t) * static_cast<size_t>(n_edges);
   size_t at = 0;
   l.status = at;
   at = align256(at + sizeof(PlanStatus));
-  l.counts = at;
-  at = align256(at + sizeof(int32_t) * static_cast<size_t>(n_counts));
-  l.tile_sums = at;
-  at = align256(at + sizeof(int64_t) * static_cast<size_t>(scan_tiles_max));
+  l.hist = at;
+  at = align256(at + sizeof(uint32_t) * 2 * kMaxPasses * kMaxDigits);
+  l.tile_counters = at;
+  at = align256(at + sizeof(uint32_t) * 2 * kMaxPasses);
+  l.tile_status = at;
+  at = align256(at + sizeof(unsigned long long) * kMaxDigits * static_cast<size_t>(l.n_tiles));
+  l.lookback_end = at;
   l.keys_a = at;
   at = align256(at + edges);
   l.keys_b = at;
@@ -459,33 +514,39 @@ unsigned grid_for(int64_t n) {
   return static_cast<unsigned>(blocks < 1 ? 1 : (blocks < kMaxBlocks ? blocks : kMaxBlocks));
 }
 
-// Steps 1 and 2 for one key set whose keys are not in order: the passes,
-// ping-ponging keys between keys_a/keys_b and ids between `ids` and `order`
-// so that the last pass writes `order`; then the row starts.
+// Blocks of the histogram pass: enough to fill any current GPU, few enough
+// that the blocks' global atomics (one per digit per pass) stay far below
+// the edges' count.
+constexpr int64_t kHistogramBlocks = 1024;
+
+// Steps 1 and 2 for key set `set` (0 dst, 1 src) whose keys are not in
+// order: the histogram, the passes, ping-ponging keys between
+// keys_a/keys_b and ids between `ids` and `order` so that the last pass
+// writes `order`; then the row starts. The look-back region is zero.
 template <typename I, typename M>
-hipError_t sort_key_set(const KeySet<I, M> &ks, char *scratch, const PlanScratch &l,
+hipError_t sort_key_set(const KeySet<I, M> &ks, int set, char *scratch, const PlanScratch &l,
                         const RadixPasses &passes, int32_t *order, int32_t *row_ptr,
                         hipStream_t s) {
-  int32_t *counts = reinterpret_cast<int32_t *>(scratch + l.counts);
-  int64_t *tile_sums = reinterpret_cast<int64_t *>(scratch + l.tile_sums);
+  uint32_t *hist = reinterpret_cast<uint32_t *>(scratch + l.hist) + set * kMaxPasses * kMaxDigits;
+  uint32_t *counters = reinterpret_cast<uint32_t *>(scratch + l.tile_counters) + set * kMaxPasses;
+  unsigned long long *status = reinterpret_cast<unsigned long long *>(scratch + l.tile_status);
   int32_t *keys[2] = {reinterpret_cast<int32_t *>(scratch + l.keys_a),
                       reinterpret_cast<int32_t *>(scratch + l.keys_b)};
   int32_t *ids_tmp = reinterpret_cast<int32_t *>(scratch + l.ids);
   const unsigned tiles = static_cast<unsigned>(l.n_tiles);
+  const unsigned hist_blocks =
+      static_cast<unsigned>(l.n_tiles < kHistogramBlocks ? l.n_tiles : kHistogramBlocks);
+  if (set == 0)  // (src's digits were counted in step 0)
+    plan_digit_histogram<I, M><<<hist_blocks, kPlanBlock, 0, s>>>(ks, passes, hist);
   const int32_t *keys_in = nullptr, *ids_in = nullptr;
   for (int p = 0; p < passes.count; ++p) {
-    plan_digit_counts<I, M><<<tiles, kPlanBlock, 0, s>>>(ks, keys_in, passes.shift[p],
-                                                        passes.bits[p], counts, l.n_tiles);
-    const int64_t n = (int64_t{1} << passes.bits[p]) * l.n_tiles;
-    const unsigned scan_grid = static_cast<unsigned>((n + kScanTile - 1) / kScanTile);
-    scan_tile_sums<<<scan_grid, kPlanBlock, 0, s>>>(counts, n, tile_sums);
-    scan_sums<<<1, kPlanBlock, 0, s>>>(scan_grid, tile_sums);
-    scan_tiles<<<scan_grid, kPlanBlock, 0, s>>>(counts, n, tile_sums);
     int32_t *keys_out = keys[p % 2];
     int32_t *ids_out = (passes.count - 1 - p) % 2 == 0 ? order : ids_tmp;
-    plan_digit_scatter<I, M><<<tiles, kPlanBlock, 0, s>>>(ks, keys_in, ids_in, keys_out, ids_out,
-                                                         counts, l.n_tiles, passes.shift[p],
-                                                         passes.bits[p]);
+    const uint32_t epoch = static_cast<uint32_t>(1 + set * kMaxPasses + p);
+    plan_digit_pass<I, M><<<tiles, kPlanBlock, 0, s>>>(ks, keys_in, ids_in, keys_out, ids_out,
+                                                      hist + p * kMaxDigits, status,
+                                                      counters + p, epoch, passes.shift[p],
+                                                      passes.bits[p]);
     keys_in = keys_out;
     ids_in = ids_out;
   }
@@ -509,9 +570,16 @@ hipError_t plan_build(const I *src, const I *dst, int64_t n_edges, int64_t n_ext
   if (e != hipSuccess) return e;
   if (mapping && n_ext > 0)
     plan_check_mapping<M><<<grid_for(n_ext), kPlanBlock, 0, s>>>(mapping, n_ext, n_rows, st);
-  if (n_edges > 0)
-    plan_check_keys<I, M><<<dim3(static_cast<unsigned>(l.n_tiles), 2), kPlanBlock, 0, s>>>(
-        dst_keys, src_keys, st);
+  if (n_edges > 0) {
+    // (src's histogram and the tile counters start at zero; the status
+    // table is zeroed only once the verdict says a set needs sorting.)
+    e = hipMemsetAsync(scratch + l.hist, 0, l.tile_status - l.hist, s);
+    if (e != hipSuccess) return e;
+    const unsigned blocks =
+        static_cast<unsigned>(l.n_tiles < kHistogramBlocks ? l.n_tiles : kHistogramBlocks);
+    plan_check_keys<I, M><<<dim3(blocks, 2), kPlanBlock, 0, s>>>(
+        dst_keys, src_keys, st, passes, reinterpret_cast<uint32_t *>(scratch + l.hist));
+  }
   if ((e = hipGetLastError()) != hipSuccess) return e;
   e = hipMemcpyAsync(host_status, st, sizeof(PlanStatus), hipMemcpyDeviceToHost, s);
   if (e == hipSuccess) e = hipStreamSynchronize(s);
@@ -519,13 +587,18 @@ hipError_t plan_build(const I *src, const I *dst, int64_t n_edges, int64_t n_ext
   if ((host_status->bad[0] & host_status->bad[1] & host_status->bad[2]) != kNoBad) return hipSuccess;
   const KeySet<I, M> *sets[2] = {&dst_keys, &src_keys};
   int32_t *orders[2] = {dst_order, src_order}, *row_ptrs[2] = {dst_row_ptr, src_row_ptr};
+  if (passes.count > 0 && (!host_status->sorted[0] || !host_status->sorted[1])) {
+    e = hipMemsetAsync(scratch + l.tile_status, 0, l.lookback_end - l.tile_status, s);
+    if (e != hipSuccess) return e;
+  }
   for (int set = 0; set < 2; ++set) {
-    if (host_status->sorted[set]) {
+    // (With one row or none every key is 0: in order.)
+    if (host_status->sorted[set] || passes.count == 0) {
       plan_rows_in_order<I, M><<<grid_for(n_edges > n_rows + 1 ? n_edges : n_rows + 1), kPlanBlock,
                                  0, s>>>(*sets[set], orders[set], row_ptrs[set]);
       e = hipGetLastError();
     } else {
-      e = sort_key_set(*sets[set], scratch, l, passes, orders[set], row_ptrs[set], s);
+      e = sort_key_set(*sets[set], set, scratch, l, passes, orders[set], row_ptrs[set], s);
     }
     if (e != hipSuccess) return e;
   }

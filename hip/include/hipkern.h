@@ -219,7 +219,7 @@ int32_t hipkern_force_plan_scratch_bytes(int64_t n_edges, int64_t n_rows, size_t
  * The call synchronizes `stream` to learn that verdict, and again before
  * it returns: the outputs are complete and the scratch is free then.
  * scratch: device memory of at least hipkern_force_plan_scratch_bytes
- * (about 12 bytes per edge).
+ * (about 13 bytes per edge).
  */
 int32_t hipkern_force_plan_build(hipkern_index_type index_type, const void *src, const void *dst,
                                  int64_t n_edges, int64_t n_ext, hipkern_index_type mapping_type,
