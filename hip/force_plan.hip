@@ -318,19 +318,32 @@ __device__ inline void publish(unsigned long long *word, uint32_t epoch, bool pr
 // The sum of digit d's counts in tiles [0, tile): back from tile - 1,
 // adding counts until a prefix is found. The tiles before `tile` took
 // their numbers earlier and so are running or done: the wait ends.
+// kLookBackWindow words are loaded at once (independent loads, one round
+// trip), then taken in order up to the first prefix or the first word
+// not yet published, where the next window starts. On the H100 at
+// E = 33.5 M a window of 4 took the three passes from 467/433/429 µs
+// (one word a round trip) to 437/399/391 µs (benches/RESULTS.md).
+constexpr int kLookBackWindow = 4;
 __device__ inline uint32_t look_back(const unsigned long long *status, int64_t tile, unsigned d,
                                      uint32_t epoch) {
   uint32_t sum = 0;
   for (int64_t t = tile - 1; t >= 0;) {
-    const unsigned long long w = load_status(status + t * kMaxDigits + d);
-    const uint32_t tag = static_cast<uint32_t>(w >> 32);
-    if (tag < 2 * epoch) {  // not published yet
-      pause_polling();
-      continue;
+    unsigned long long w[kLookBackWindow];
+#pragma unroll
+    for (int i = 0; i < kLookBackWindow; ++i)
+      w[i] = t - i >= 0 ? load_status(status + (t - i) * kMaxDigits + d) : 0ull;
+    int taken = 0;
+#pragma unroll
+    for (int i = 0; i < kLookBackWindow; ++i) {
+      if (taken != i || t - i < 0) break;
+      const uint32_t tag = static_cast<uint32_t>(w[i] >> 32);
+      if (tag < 2 * epoch) break;  // not published yet: the next window starts here
+      sum += static_cast<uint32_t>(w[i]);
+      if (tag == 2 * epoch + 1) return sum;
+      taken = i + 1;
     }
-    sum += static_cast<uint32_t>(w);
-    if (tag == 2 * epoch + 1) break;
-    --t;
+    if (taken == 0) pause_polling();
+    t -= taken;
   }
   return sum;
 }
