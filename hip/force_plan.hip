@@ -10,13 +10,13 @@
 //      reads that verdict: with a bad index nothing more is launched, so
 //      the outputs are untouched.
 //   1. the digits of every pass over the whole set (src's from step 0,
-//      dst's by one read of its keys); then per pass over at most kMaxDigitBits bits of the key, one
-//      launch (Onesweep: Adinets and Merrill, 2022): each tile of kTile
-//      edges ranks its edges by digit in edge order (ballots within
-//      32-lane groups, shared-memory counts), finds how many edges of each
-//      digit the tiles before it hold by a decoupled look-back, stages its
-//      edges by digit in shared memory and writes them out in runs of one
-//      digit.
+//      dst's by one read of its keys); then per pass over at most
+//      kMaxDigitBits bits of the key, one launch (Onesweep: Adinets and
+//      Merrill, 2022): each tile of kTile edges ranks its edges by digit
+//      in edge order (ballots within 32-lane groups, shared-memory
+//      counts), finds how many edges of each digit the tiles before it
+//      hold by a decoupled look-back, stages its edges by digit in shared
+//      memory and writes them out in runs of one digit.
 //   2. row_ptr[k] = the first position whose key is >= k, by a binary
 //      search in the sorted keys.
 // A key set already in order skips 1: its order is the identity and its
@@ -61,6 +61,9 @@ struct RadixPasses {
   int count = 0;
   int bits[kMaxPasses] = {0, 0, 0, 0};
   int shift[kMaxPasses] = {0, 0, 0, 0};
+  __device__ uint32_t digit(int32_t key, int p) const {
+    return (static_cast<uint32_t>(key) >> shift[p]) & ((1u << bits[p]) - 1);
+  }
 };
 
 // In scratch, read back by the host after step 0. Set to all ones first.
@@ -163,6 +166,26 @@ __device__ inline void load_tile(const KeySet<I, M> &ks, const int32_t *__restri
   }
 }
 
+// A block's digit counts of every pass, in shared memory
+// (counts[pass][digit]); then added to the grid's, hist[pass * kMaxDigits
+// + digit], by one atomic per nonzero count. `on` false: nothing counted.
+struct BlockDigitCounts {
+  uint32_t (*counts)[kMaxDigits];
+  __device__ void zero() const {
+    for (int p = 0; p < kMaxPasses; ++p) counts[p][threadIdx.x] = 0;
+  }
+  __device__ void add(const RadixPasses &passes, bool on, int32_t key) const {
+#pragma unroll
+    for (int p = 0; p < kMaxPasses; ++p)
+      if (on && p < passes.count) atomicAdd(&counts[p][passes.digit(key, p)], 1u);
+  }
+  __device__ void flush(const RadixPasses &passes, bool on, uint32_t *hist) const {
+    for (int p = 0; on && p < passes.count; ++p)
+      if (counts[p][threadIdx.x] != 0u)
+        atomicAdd(&hist[p * kMaxDigits + threadIdx.x], counts[p][threadIdx.x]);
+  }
+};
+
 // Step 0: every index range-checked (the first bad position of each array
 // kept), and whether each key set comes in order. blockIdx.y: 0 = dst,
 // 1 = src. The same read counts src's digits for every radix pass (the
@@ -177,7 +200,8 @@ __global__ __launch_bounds__(kPlanBlock) void plan_check_keys(KeySet<I, M> dst, 
                                                               PlanStatus *st, RadixPasses passes,
                                                               uint32_t *hist_base) {
   __shared__ uint32_t counts[kMaxPasses][kMaxDigits];
-  for (int p = 0; p < kMaxPasses; ++p) counts[p][threadIdx.x] = 0;
+  const BlockDigitCounts block_counts{counts};
+  block_counts.zero();
   __syncthreads();
   const int set = static_cast<int>(blockIdx.y);
   const KeySet<I, M> ks = set == 1 ? src : dst;
@@ -209,20 +233,12 @@ __global__ __launch_bounds__(kPlanBlock) void plan_check_keys(KeySet<I, M> dst, 
         // (a mapping entry out of range: plan_check_mapping records it)
       } else {
         if (prev[r] > key[r]) descent = true;
-#pragma unroll
-        for (int p = 0; p < kMaxPasses; ++p)
-          if (set == 1 && p < passes.count)
-            atomicAdd(&counts[p][(static_cast<uint32_t>(key[r]) >> passes.shift[p]) &
-                                 ((1u << passes.bits[p]) - 1)],
-                      1u);
+        block_counts.add(passes, set == 1, key[r]);
       }
     }
   }
   __syncthreads();
-  uint32_t *hist = hist_base + set * kMaxPasses * kMaxDigits;
-  for (int p = 0; set == 1 && p < passes.count; ++p)
-    if (counts[p][threadIdx.x] != 0u)
-      atomicAdd(&hist[p * kMaxDigits + threadIdx.x], counts[p][threadIdx.x]);
+  block_counts.flush(passes, set == 1, hist_base + set * kMaxPasses * kMaxDigits);
   // One word per set for the whole grid: one write per block that saw a
   // descent, and none once some block has (a write per thread serialises
   // millions of atomics on one address).
@@ -238,7 +254,8 @@ __global__ __launch_bounds__(kPlanBlock) void plan_digit_histogram(KeySet<I, M> 
                                                                    RadixPasses passes,
                                                                    uint32_t *hist) {
   __shared__ uint32_t counts[kMaxPasses][kMaxDigits];
-  for (int p = 0; p < kMaxPasses; ++p) counts[p][threadIdx.x] = 0;
+  const BlockDigitCounts block_counts{counts};
+  block_counts.zero();
   __syncthreads();
   const int64_t stride = static_cast<int64_t>(gridDim.x) * kTile;
   for (int64_t tile = static_cast<int64_t>(blockIdx.x) * kTile; tile < ks.n_edges;
@@ -254,18 +271,11 @@ __global__ __launch_bounds__(kPlanBlock) void plan_digit_histogram(KeySet<I, M> 
     for (int r = 0; r < kItems; ++r) {
       const int32_t key = ks.key_of(raw[r]);
       if (key < 0) continue;  // past the end (indices were checked in step 0)
-#pragma unroll
-      for (int p = 0; p < kMaxPasses; ++p)
-        if (p < passes.count)
-          atomicAdd(&counts[p][(static_cast<uint32_t>(key) >> passes.shift[p]) &
-                               ((1u << passes.bits[p]) - 1)],
-                    1u);
+      block_counts.add(passes, true, key);
     }
   }
   __syncthreads();
-  for (int p = 0; p < passes.count; ++p)
-    if (counts[p][threadIdx.x] != 0u)
-      atomicAdd(&hist[p * kMaxDigits + threadIdx.x], counts[p][threadIdx.x]);
+  block_counts.flush(passes, true, hist);
 }
 
 // Decoupled look-back (Merrill and Garland's single-pass scan, as Onesweep
@@ -335,7 +345,7 @@ __device__ inline uint32_t look_back(const unsigned long long *status, int64_t t
     int taken = 0;
 #pragma unroll
     for (int i = 0; i < kLookBackWindow; ++i) {
-      if (taken != i || t - i < 0) break;
+      if (t - i < 0) break;
       const uint32_t tag = static_cast<uint32_t>(w[i] >> 32);
       if (tag < 2 * epoch) break;  // not published yet: the next window starts here
       sum += static_cast<uint32_t>(w[i]);
@@ -496,8 +506,7 @@ struct PlanScratch {
 
 size_t align256(size_t x) { return (x + 255) & ~static_cast<size_t>(255); }
 
-PlanScratch plan_scratch_layout(int64_t n_edges, int64_t n_rows) {
-  (void)n_rows;
+PlanScratch plan_scratch_layout(int64_t n_edges) {
   PlanScratch l;
   l.n_tiles = (n_edges + kTile - 1) / kTile;
   const size_t edges = sizeof(int32_t) * static_cast<size_t>(n_edges);
@@ -531,6 +540,9 @@ unsigned grid_for(int64_t n) {
 // that the blocks' global atomics (one per digit per pass) stay far below
 // the edges' count.
 constexpr int64_t kHistogramBlocks = 1024;
+unsigned histogram_blocks(const PlanScratch &l) {
+  return static_cast<unsigned>(l.n_tiles < kHistogramBlocks ? l.n_tiles : kHistogramBlocks);
+}
 
 // Steps 1 and 2 for key set `set` (0 dst, 1 src) whose keys are not in
 // order: the histogram, the passes, ping-ponging keys between
@@ -547,10 +559,8 @@ hipError_t sort_key_set(const KeySet<I, M> &ks, int set, char *scratch, const Pl
                       reinterpret_cast<int32_t *>(scratch + l.keys_b)};
   int32_t *ids_tmp = reinterpret_cast<int32_t *>(scratch + l.ids);
   const unsigned tiles = static_cast<unsigned>(l.n_tiles);
-  const unsigned hist_blocks =
-      static_cast<unsigned>(l.n_tiles < kHistogramBlocks ? l.n_tiles : kHistogramBlocks);
   if (set == 0)  // (src's digits were counted in step 0)
-    plan_digit_histogram<I, M><<<hist_blocks, kPlanBlock, 0, s>>>(ks, passes, hist);
+    plan_digit_histogram<I, M><<<histogram_blocks(l), kPlanBlock, 0, s>>>(ks, passes, hist);
   const int32_t *keys_in = nullptr, *ids_in = nullptr;
   for (int p = 0; p < passes.count; ++p) {
     int32_t *keys_out = keys[p % 2];
@@ -588,9 +598,7 @@ hipError_t plan_build(const I *src, const I *dst, int64_t n_edges, int64_t n_ext
     // table is zeroed only once the verdict says a set needs sorting.)
     e = hipMemsetAsync(scratch + l.hist, 0, l.tile_status - l.hist, s);
     if (e != hipSuccess) return e;
-    const unsigned blocks =
-        static_cast<unsigned>(l.n_tiles < kHistogramBlocks ? l.n_tiles : kHistogramBlocks);
-    plan_check_keys<I, M><<<dim3(blocks, 2), kPlanBlock, 0, s>>>(
+    plan_check_keys<I, M><<<dim3(histogram_blocks(l), 2), kPlanBlock, 0, s>>>(
         dst_keys, src_keys, st, passes, reinterpret_cast<uint32_t *>(scratch + l.hist));
   }
   if ((e = hipGetLastError()) != hipSuccess) return e;
@@ -645,7 +653,7 @@ extern "C" {
 int32_t hipkern_force_plan_scratch_bytes(int64_t n_edges, int64_t n_rows, size_t *bytes) {
   if (!bytes || n_edges < 0 || n_edges > INT32_MAX || n_rows < 0 || n_rows >= INT32_MAX)
     return HIPKERN_ERROR_INVALID_ARGUMENT;
-  *bytes = plan_scratch_layout(n_edges, n_rows).total;
+  *bytes = plan_scratch_layout(n_edges).total;
   return HIPKERN_SUCCESS;
 }
 
@@ -663,7 +671,7 @@ int32_t hipkern_force_plan_build(hipkern_index_type index_type, const void *src,
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (mapping && (n_local < 0 || n_local > n_ext)) return HIPKERN_ERROR_INVALID_ARGUMENT;
   const int64_t n_rows = mapping ? n_local : n_ext;
-  const PlanScratch l = plan_scratch_layout(n_edges, n_rows);
+  const PlanScratch l = plan_scratch_layout(n_edges);
   if (!dst_row_ptr || !src_row_ptr || !scratch || scratch_bytes < l.total)
     return HIPKERN_ERROR_INVALID_ARGUMENT;
   if (n_edges > 0 && (!src || !dst || !dst_order || !src_order))
