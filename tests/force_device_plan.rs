@@ -124,6 +124,10 @@ fn gpu_device_plan_equals_the_host_plan() {
         // passes.
         (300_000, 250_000, 4, 0, false),
         (300_000, 250_000, 4, 20_000, true),
+        // 2^15 < n_ext <= 2^16: two passes, dst shuffled (sorted too);
+        // n_ext = 2^19: three passes, each key bit used.
+        (40_000, 30_000, 8, 0, true),
+        (524_288, 400_000, 2, 0, false),
         // 2^24 < n_ext: four passes (the most a key below 2^31 takes).
         (20_000_000, 50_000, 4, 1_000, true),
     ];
