@@ -42,7 +42,7 @@
 //! names in HIPKERN_BENCH_CONFIGS, HIPKERN_BENCH_KERNELS (kernel names,
 //! `exact`, `fast`) and HIPKERN_BENCH_LAYOUTS (dense and per-target always
 //! run: they are the references).
-use hipkern::nearfield::list1_internals::plan_with_kernel;
+use hipkern::nearfield::list1_internals::{plan_on_host, plan_with_kernel};
 use hipkern::nearfield::{
     evaluate_list1, BalancedTree, EntryQuadrature, Kernel, List1Contract, List1DevicePlan,
     List1Evaluator, List1Kernel, List1Layout, List1Payload, List1ReducedTables, List1Tables,
@@ -539,15 +539,31 @@ fn main() {
             // NEW_TREE_REPS after one warm-up; the output is the caller's).
             let n_out = targets.len() * nq;
             let mut out = device.alloc::<f64>(n_out).unwrap();
-            for contract in [List1Contract::Exact, List1Contract::Fast] {
+            // The exact plan twice: built on the device (the evaluator's
+            // own) and on the host (the path before, its peer in this run).
+            for (contract, on_host) in [
+                (List1Contract::Exact, false),
+                (List1Contract::Exact, true),
+                (List1Contract::Fast, false),
+            ] {
                 ev.set_contract(contract);
                 let (mut plan_ms, mut total_ms) = (Vec::new(), Vec::new());
                 let mut kernel = None;
+                let mut where_built = "";
                 for rep in 0..=NEW_TREE_REPS {
                     stream.fill(&mut out.as_slice_mut(), f64::NAN).unwrap();
                     stream.synchronize().unwrap();
                     let t0 = Instant::now();
-                    let mut plan = ev.plan(&boxes).unwrap();
+                    let mut plan = if on_host {
+                        plan_on_host(&ev, &boxes, List1Kernel::Grouped).unwrap()
+                    } else {
+                        ev.plan(&boxes).unwrap()
+                    };
+                    where_built = if plan.built_on_device() {
+                        "device"
+                    } else {
+                        "host"
+                    };
                     let planned = t0.elapsed().as_secs_f64() * 1e3;
                     ev.evaluate_into(&stream, &mut plan, &fd, &mut out).unwrap();
                     stream.synchronize().unwrap();
@@ -573,11 +589,12 @@ fn main() {
                 let (p, _, _) = stats(plan_ms);
                 let (t, lo, hi) = stats(total_ms);
                 new_tree.push(format!(
-                    "{:<15} {:<12} {:<6} {:<10} {:>9.2}ms {:>9.2}ms {:>9.2}ms {:>7.2}..{:>7.2}ms",
+                    "{:<15} {:<12} {:<6} {:<10} {:<6} {:>9.2}ms {:>9.2}ms {:>9.2}ms {:>7.2}..{:>7.2}ms",
                     cfg.name,
                     name,
                     contract.to_string(),
                     kernel.unwrap().name(),
+                    where_built,
                     pairs_ms,
                     p,
                     t,
@@ -592,11 +609,12 @@ fn main() {
     println!(
         "new tree to potential: plan + first evaluation, wall time to the stream's end, median \
          of {NEW_TREE_REPS} after a warm-up (the plan alone beside it, and the host's check and \
-         classification of the pairs within it)"
+         classification of the pairs: the host plan's share); the exact plan built where the \
+         evaluator builds it (device) and on the host (the path before, timed beside it)"
     );
     println!(
-        "{:<15} {:<12} {:<6} {:<10} {:>11} {:>11} {:>11} {:>18}",
-        "config", "layout", "contract", "kernel", "pairs", "plan", "plan+eval", "spread"
+        "{:<15} {:<12} {:<6} {:<10} {:<6} {:>11} {:>11} {:>11} {:>18}",
+        "config", "layout", "contract", "kernel", "plan", "pairs", "plan", "plan+eval", "spread"
     );
     for line in &new_tree {
         println!("{line}");

@@ -166,6 +166,20 @@ int32_t hipkern_list1_expand_keys(const hipkern_list1_table *t, const uint32_t *
   (void)t; (void)keys; (void)n; (void)out; (void)s; NT;
 }
 
+int32_t hipkern_list1_classify_pairs(const hipkern_list1_tree *tree, int64_t tb, int64_t te,
+                                     const uint32_t *lt, int32_t nc, int64_t nk, uint32_t *kc,
+                                     uint8_t *pc, hipkern_list1_pair_report *rep, void *s) {
+  (void)tree; (void)tb; (void)te; (void)lt; (void)nc; (void)nk; (void)kc; (void)pc; (void)rep;
+  (void)s; NT;
+}
+
+int32_t hipkern_list1_group_pairs(const hipkern_list1_tree *tree, int64_t pb, int64_t pe,
+                                  const uint32_t *lt, int32_t nc, int64_t nk, const uint8_t *pc,
+                                  uint32_t *kn, uint32_t *tp, int64_t ntp, void *s) {
+  (void)tree; (void)pb; (void)pe; (void)lt; (void)nc; (void)nk; (void)pc; (void)kn; (void)tp;
+  (void)ntp; (void)s; NT;
+}
+
 int32_t hipkern_list1_tiled_tensor_cores(int32_t *available) {
   if (available) *available = 0;
   NT;

@@ -936,6 +936,94 @@ int32_t hipkern_list1_evaluate_tiled(const hipkern_list1_table *table,
                                      const hipkern_list1_tiles *tiles,
                                      const double *source_values, double *out, void *stream);
 
+/* ---- List 1 plans on the device ------------------------------------------ */
+
+/**
+ * A tree's boxes and List 1 lists as the device plan reads them: device
+ * pointers except the counts and the geometry. Box b has centre
+ * centers[b · dim ..] and side root_extent / 2^box_levels[b]; target row i
+ * is box target_boxes[i] with the pairs source_starts[i] ..
+ * source_starts[i + 1] of source_boxes. case_indices is volumential's
+ * lookup from a case code to a case id (13^dim entries, −1 where a code is
+ * no case; the code of the case vector v is the base-13 number of
+ * v_k + 6, the last component least significant). n_boxes and n_pairs are
+ * at most UINT32_MAX.
+ */
+typedef struct hipkern_list1_tree {
+  int32_t dim;
+  double root_extent;
+  int64_t n_boxes;
+  int64_t n_targets;
+  int64_t n_pairs;
+  const double *centers;
+  const uint8_t *box_levels;
+  const uint32_t *target_boxes;
+  const uint32_t *source_starts;
+  const uint32_t *source_boxes;
+  const int32_t *case_indices;
+} hipkern_list1_tree;
+
+/**
+ * What hipkern_list1_classify_pairs found, accumulated over calls (device
+ * memory). Before the first call the caller sets the four firsts to
+ * UINT64_MAX (none) and level_pairs to 0; each call lowers a first to the
+ * smallest index it finds and adds its pairs to level_pairs.
+ *   first_bad_target: a target row whose box is out of range or at a level
+ *     >= HIPKERN_LIST1_MAX_LEVELS, or whose offsets decrease or pass
+ *     n_pairs (its pairs are not read);
+ *   first_bad_source: a pair whose source box is out of range;
+ *   first_not_a_pair: a pair whose boxes are no List 1 pair of a
+ *     2:1-balanced tree (the CPU's Cases::aligned_case refuses it: sizes
+ *     more than one level apart, not touching, overlapping, not aligned);
+ *   first_bad_key: a pair whose key level_table[level] · n_cases + case is
+ *     not below n_keys;
+ *   level_pairs[l]: the pairs whose source box is at level l.
+ */
+typedef struct hipkern_list1_pair_report {
+  uint64_t first_bad_target;
+  uint64_t first_bad_source;
+  uint64_t first_not_a_pair;
+  uint64_t first_bad_key;
+  uint64_t level_pairs[HIPKERN_LIST1_MAX_LEVELS];
+} hipkern_list1_pair_report;
+
+/**
+ * The first step of a plan built on the device: for every pair j of the
+ * target rows target_begin .. target_end, pair_cases[j] = its case id
+ * (bitwise the CPU's classification: the same rounded operations in the
+ * same order; 0xFF for a pair that has none), and key_counts[key] += 1 for
+ * its key = level_table[source level] · n_cases + case (< n_keys). What it
+ * finds wrong goes to `report` (hipkern_list1_pair_report); a pair found
+ * wrong is counted in no key. One kernel on `stream`.
+ * Checks the tree's counts and pointers, the target range, 1 <= n_cases
+ * <= 255 and n_keys >= 1, and returns HIPKERN_ERROR_INVALID_ARGUMENT
+ * before launching anything; an empty range launches nothing.
+ */
+int32_t hipkern_list1_classify_pairs(const hipkern_list1_tree *tree, int64_t target_begin,
+                                     int64_t target_end, const uint32_t *level_table,
+                                     int32_t n_cases, int64_t n_keys, uint32_t *key_counts,
+                                     uint8_t *pair_cases, hipkern_list1_pair_report *report,
+                                     void *stream);
+
+/**
+ * The second step: the pairs pair_begin .. pair_end (one chunk of the
+ * case-grouped schedule, classified by hipkern_list1_classify_pairs with
+ * nothing reported) written into tile_pairs by key: pair j goes to
+ * tile_pairs[key_next[key]++], key as above. The caller sets key_next[key]
+ * to the first slot of the key's run (the counts' exclusive sum, from the
+ * chunk's first slot), so that each key's pairs fill its run and the
+ * runs cut into tiles give hipkern_list1_groups. The order within a run is
+ * not fixed (it changes no value of the grouped schedule). A pair whose
+ * key is not below n_keys, or whose slot is not below n_tile_pairs, is not
+ * written. Checks as hipkern_list1_classify_pairs and the pair range; one
+ * kernel on `stream`.
+ */
+int32_t hipkern_list1_group_pairs(const hipkern_list1_tree *tree, int64_t pair_begin,
+                                  int64_t pair_end, const uint32_t *level_table,
+                                  int32_t n_cases, int64_t n_keys, const uint8_t *pair_cases,
+                                  uint32_t *key_next, uint32_t *tile_pairs, int64_t n_tile_pairs,
+                                  void *stream);
+
 #ifdef __cplusplus
 }
 #endif

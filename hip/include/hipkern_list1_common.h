@@ -13,6 +13,8 @@
 //                         NVIDIA's FP64 tensor cores, over dense case matrices; its
 //                         staging machinery: hipkern_list1_tiled.h)
 //   list1_keys.hip        hipkern_list1_expand_keys
+//   list1_plan.hip        hipkern_list1_classify_pairs, hipkern_list1_group_pairs
+//                         (a plan built on the device)
 //
 // This header holds what several of them use: common constants, the ORBIT
 // descriptor decode, one table entry as each layout reconstructs it (DENSE,

@@ -1004,3 +1004,104 @@ unsafe extern "C" {
         stream: *mut ::core::ffi::c_void,
     ) -> i32;
 }
+#[doc = " A tree's boxes and List 1 lists as the device plan reads them: device\n pointers except the counts and the geometry. Box b has centre\n centers[b · dim ..] and side root_extent / 2^box_levels[b]; target row i\n is box target_boxes[i] with the pairs source_starts[i] ..\n source_starts[i + 1] of source_boxes. case_indices is volumential's\n lookup from a case code to a case id (13^dim entries, −1 where a code is\n no case; the code of the case vector v is the base-13 number of\n v_k + 6, the last component least significant). n_boxes and n_pairs are\n at most UINT32_MAX."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_list1_tree {
+    pub dim: i32,
+    pub root_extent: f64,
+    pub n_boxes: i64,
+    pub n_targets: i64,
+    pub n_pairs: i64,
+    pub centers: *const f64,
+    pub box_levels: *const u8,
+    pub target_boxes: *const u32,
+    pub source_starts: *const u32,
+    pub source_boxes: *const u32,
+    pub case_indices: *const i32,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_list1_tree"][::core::mem::size_of::<hipkern_list1_tree>() - 88usize];
+    ["Alignment of hipkern_list1_tree"][::core::mem::align_of::<hipkern_list1_tree>() - 8usize];
+    ["Offset of field: hipkern_list1_tree::dim"]
+        [::core::mem::offset_of!(hipkern_list1_tree, dim) - 0usize];
+    ["Offset of field: hipkern_list1_tree::root_extent"]
+        [::core::mem::offset_of!(hipkern_list1_tree, root_extent) - 8usize];
+    ["Offset of field: hipkern_list1_tree::n_boxes"]
+        [::core::mem::offset_of!(hipkern_list1_tree, n_boxes) - 16usize];
+    ["Offset of field: hipkern_list1_tree::n_targets"]
+        [::core::mem::offset_of!(hipkern_list1_tree, n_targets) - 24usize];
+    ["Offset of field: hipkern_list1_tree::n_pairs"]
+        [::core::mem::offset_of!(hipkern_list1_tree, n_pairs) - 32usize];
+    ["Offset of field: hipkern_list1_tree::centers"]
+        [::core::mem::offset_of!(hipkern_list1_tree, centers) - 40usize];
+    ["Offset of field: hipkern_list1_tree::box_levels"]
+        [::core::mem::offset_of!(hipkern_list1_tree, box_levels) - 48usize];
+    ["Offset of field: hipkern_list1_tree::target_boxes"]
+        [::core::mem::offset_of!(hipkern_list1_tree, target_boxes) - 56usize];
+    ["Offset of field: hipkern_list1_tree::source_starts"]
+        [::core::mem::offset_of!(hipkern_list1_tree, source_starts) - 64usize];
+    ["Offset of field: hipkern_list1_tree::source_boxes"]
+        [::core::mem::offset_of!(hipkern_list1_tree, source_boxes) - 72usize];
+    ["Offset of field: hipkern_list1_tree::case_indices"]
+        [::core::mem::offset_of!(hipkern_list1_tree, case_indices) - 80usize];
+};
+#[doc = " What hipkern_list1_classify_pairs found, accumulated over calls (device\n memory). Before the first call the caller sets the four firsts to\n UINT64_MAX (none) and level_pairs to 0; each call lowers a first to the\n smallest index it finds and adds its pairs to level_pairs.\n   first_bad_target: a target row whose box is out of range or at a level\n     >= HIPKERN_LIST1_MAX_LEVELS, or whose offsets decrease or pass\n     n_pairs (its pairs are not read);\n   first_bad_source: a pair whose source box is out of range;\n   first_not_a_pair: a pair whose boxes are no List 1 pair of a\n     2:1-balanced tree (the CPU's Cases::aligned_case refuses it: sizes\n     more than one level apart, not touching, overlapping, not aligned);\n   first_bad_key: a pair whose key level_table[level] · n_cases + case is\n     not below n_keys;\n   level_pairs[l]: the pairs whose source box is at level l."]
+#[repr(C)]
+#[derive(Debug, Copy, Clone)]
+pub struct hipkern_list1_pair_report {
+    pub first_bad_target: u64,
+    pub first_bad_source: u64,
+    pub first_not_a_pair: u64,
+    pub first_bad_key: u64,
+    pub level_pairs: [u64; 32usize],
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of hipkern_list1_pair_report"]
+        [::core::mem::size_of::<hipkern_list1_pair_report>() - 288usize];
+    ["Alignment of hipkern_list1_pair_report"]
+        [::core::mem::align_of::<hipkern_list1_pair_report>() - 8usize];
+    ["Offset of field: hipkern_list1_pair_report::first_bad_target"]
+        [::core::mem::offset_of!(hipkern_list1_pair_report, first_bad_target) - 0usize];
+    ["Offset of field: hipkern_list1_pair_report::first_bad_source"]
+        [::core::mem::offset_of!(hipkern_list1_pair_report, first_bad_source) - 8usize];
+    ["Offset of field: hipkern_list1_pair_report::first_not_a_pair"]
+        [::core::mem::offset_of!(hipkern_list1_pair_report, first_not_a_pair) - 16usize];
+    ["Offset of field: hipkern_list1_pair_report::first_bad_key"]
+        [::core::mem::offset_of!(hipkern_list1_pair_report, first_bad_key) - 24usize];
+    ["Offset of field: hipkern_list1_pair_report::level_pairs"]
+        [::core::mem::offset_of!(hipkern_list1_pair_report, level_pairs) - 32usize];
+};
+unsafe extern "C" {
+    #[doc = " The first step of a plan built on the device: for every pair j of the\n target rows target_begin .. target_end, pair_cases[j] = its case id\n (bitwise the CPU's classification: the same rounded operations in the\n same order; 0xFF for a pair that has none), and key_counts[key] += 1 for\n its key = level_table[source level] · n_cases + case (< n_keys). What it\n finds wrong goes to `report` (hipkern_list1_pair_report); a pair found\n wrong is counted in no key. One kernel on `stream`.\n Checks the tree's counts and pointers, the target range, 1 <= n_cases\n <= 255 and n_keys >= 1, and returns HIPKERN_ERROR_INVALID_ARGUMENT\n before launching anything; an empty range launches nothing."]
+    pub fn hipkern_list1_classify_pairs(
+        tree: *const hipkern_list1_tree,
+        target_begin: i64,
+        target_end: i64,
+        level_table: *const u32,
+        n_cases: i32,
+        n_keys: i64,
+        key_counts: *mut u32,
+        pair_cases: *mut u8,
+        report: *mut hipkern_list1_pair_report,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}
+unsafe extern "C" {
+    #[doc = " The second step: the pairs pair_begin .. pair_end (one chunk of the\n case-grouped schedule, classified by hipkern_list1_classify_pairs with\n nothing reported) written into tile_pairs by key: pair j goes to\n tile_pairs[key_next[key]++], key as above. The caller sets key_next[key]\n to the first slot of the key's run (the counts' exclusive sum, from the\n chunk's first slot), so that each key's pairs fill its run and the\n runs cut into tiles give hipkern_list1_groups. The order within a run is\n not fixed (it changes no value of the grouped schedule). A pair whose\n key is not below n_keys, or whose slot is not below n_tile_pairs, is not\n written. Checks as hipkern_list1_classify_pairs and the pair range; one\n kernel on `stream`."]
+    pub fn hipkern_list1_group_pairs(
+        tree: *const hipkern_list1_tree,
+        pair_begin: i64,
+        pair_end: i64,
+        level_table: *const u32,
+        n_cases: i32,
+        n_keys: i64,
+        pair_cases: *const u8,
+        key_next: *mut u32,
+        tile_pairs: *mut u32,
+        n_tile_pairs: i64,
+        stream: *mut ::core::ffi::c_void,
+    ) -> i32;
+}

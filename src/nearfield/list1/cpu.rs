@@ -151,6 +151,60 @@ impl<'a> List1Boxes<'a> {
     /// [`Self::pairs`], and per level `0..=MAX_TREE_LEVEL` whether some
     /// pair's source box is at it (found in the same pass).
     pub(crate) fn pairs_and_levels(&self) -> Result<(List1Pairs, SourceLevels)> {
+        self.check_boxes()?;
+        self.classify_pairs()
+    }
+
+    /// [`Self::pairs_and_levels`] of boxes [`Self::check_boxes`] accepted.
+    fn classify_pairs(&self) -> Result<(List1Pairs, SourceLevels)> {
+        let d = self.dim;
+        let n = self.n_boxes();
+        let nt = self.target_boxes.len();
+        let st = self.source_starts;
+        let cases = Cases::new(d)?;
+        // Every pair is checked and classified on its own, so the targets
+        // are split among threads. A source box out of range is named
+        // before any pair that is not a List 1 pair, and within each kind
+        // the first in pair order, as one pass of each over all pairs
+        // would name them.
+        let mut out = vec![0u16; self.source_boxes.len()];
+        let threads = threads_for(nt, PAIR_TARGETS_PER_THREAD);
+        let per = nt.div_ceil(threads).max(1);
+        let mut chunks = Vec::with_capacity(threads);
+        let mut rest = out.as_mut_slice();
+        for t in 0..threads {
+            let (a, b) = ((t * per).min(nt), ((t + 1) * per).min(nt));
+            let (mine, tail) = rest.split_at_mut((st[b] - st[a]) as usize);
+            chunks.push((a..b, mine));
+            rest = tail;
+        }
+        let cases = &cases;
+        let runs = map_on_threads(threads, chunks, |(range, mine)| {
+            self.classify_targets(cases, range, mine)
+        });
+        if let Some(j) = runs.iter().find_map(|r| r.out_of_range) {
+            return bad(format!(
+                "source_boxes[{j}] = {} is out of range [0, n_boxes = {n})",
+                self.source_boxes[j]
+            ));
+        }
+        let mut levels = SourceLevels::default();
+        for run in runs {
+            if let Some(e) = run.refusal {
+                return Err(e);
+            }
+            for (u, r) in levels.0.iter_mut().zip(run.levels.0) {
+                *u |= r;
+            }
+        }
+        Ok((List1Pairs { cases: out }, levels))
+    }
+
+    /// The checks of [`Self::pairs`] before the pairs themselves, in its
+    /// order: the dimension and root extent, the centres, the levels, the
+    /// target boxes and the offsets. What is left is per pair (a source
+    /// box in range, a List 1 pair): the device plan checks those there.
+    pub(crate) fn check_boxes(&self) -> Result<()> {
         let d = self.dim;
         if !(d == 2 || d == 3) {
             return bad(format!("dimension {d}: must be 2 or 3"));
@@ -214,43 +268,7 @@ impl<'a> List1Boxes<'a> {
                 self.source_boxes.len()
             ));
         }
-        let cases = Cases::new(d)?;
-        // Every pair is checked and classified on its own, so the targets
-        // are split among threads. A source box out of range is named
-        // before any pair that is not a List 1 pair, and within each kind
-        // the first in pair order, as one pass of each over all pairs
-        // would name them.
-        let mut out = vec![0u16; self.source_boxes.len()];
-        let threads = threads_for(nt, PAIR_TARGETS_PER_THREAD);
-        let per = nt.div_ceil(threads).max(1);
-        let mut chunks = Vec::with_capacity(threads);
-        let mut rest = out.as_mut_slice();
-        for t in 0..threads {
-            let (a, b) = ((t * per).min(nt), ((t + 1) * per).min(nt));
-            let (mine, tail) = rest.split_at_mut((st[b] - st[a]) as usize);
-            chunks.push((a..b, mine));
-            rest = tail;
-        }
-        let cases = &cases;
-        let runs = map_on_threads(threads, chunks, |(range, mine)| {
-            self.classify_targets(cases, range, mine)
-        });
-        if let Some(j) = runs.iter().find_map(|r| r.out_of_range) {
-            return bad(format!(
-                "source_boxes[{j}] = {} is out of range [0, n_boxes = {n})",
-                self.source_boxes[j]
-            ));
-        }
-        let mut levels = SourceLevels::default();
-        for run in runs {
-            if let Some(e) = run.refusal {
-                return Err(e);
-            }
-            for (u, r) in levels.0.iter_mut().zip(run.levels.0) {
-                *u |= r;
-            }
-        }
-        Ok((List1Pairs { cases: out }, levels))
+        Ok(())
     }
 
     /// The cases of the pairs of targets `targets` into `out` (their pairs,
@@ -476,6 +494,25 @@ pub(crate) fn check_source_values(source_values: &[f64], n: usize, nq: usize) ->
     Ok(())
 }
 
+/// The checks of [`check_list1_inputs`] before the pairs: the tables'
+/// dimension against the boxes', then [`List1Boxes::check_boxes`]. Returns
+/// the first shape.
+pub(crate) fn check_list1_boxes<'s>(
+    boxes: &List1Boxes<'_>,
+    shapes: &'s [TableShape],
+) -> Result<&'s TableShape> {
+    let Some(first) = shapes.first() else {
+        return bad("per-level tables: the list is empty".into());
+    };
+    let d = boxes.dim;
+    let table_dim = first.kernel.dim();
+    if table_dim != d {
+        return bad(format!("the table is {table_dim}D, the boxes {d}D"));
+    }
+    boxes.check_boxes()?;
+    Ok(first)
+}
+
 /// Every check of an evaluation before anything is computed, in this
 /// order: the dimension, the boxes and pairs, the source values (when
 /// given), the level scalings. Shared by the CPU and device evaluators so
@@ -486,15 +523,9 @@ pub(crate) fn check_list1_inputs(
     per_level: bool,
     source_values: Option<&[f64]>,
 ) -> Result<(List1Pairs, Vec<LevelScaling>)> {
-    let Some(first) = shapes.first() else {
-        return bad("per-level tables: the list is empty".into());
-    };
+    let first = check_list1_boxes(boxes, shapes)?;
     let d = boxes.dim;
-    let table_dim = first.kernel.dim();
-    if table_dim != d {
-        return bad(format!("the table is {table_dim}D, the boxes {d}D"));
-    }
-    let (pairs, source_levels) = boxes.pairs_and_levels()?;
+    let (pairs, source_levels) = boxes.classify_pairs()?;
     if let Some(v) = source_values {
         check_source_values(v, boxes.n_boxes(), first.q.pow(d as u32))?;
     }

@@ -71,7 +71,6 @@ pub(crate) fn group_pairs(
     max_chunk_pairs: usize,
     tile_max: usize,
 ) -> PairGrouping {
-    let n_targets = starts.len().saturating_sub(1);
     let tile_max = tile_max.max(1);
     let mut g = PairGrouping {
         tile_offsets: vec![0],
@@ -79,6 +78,37 @@ pub(crate) fn group_pairs(
     };
     g.tile_pairs
         .reserve(starts.last().map_or(0, |&n| n as usize));
+    for (targets, pairs) in chunk_targets(starts, max_chunk_pairs) {
+        let base = g.tile_pairs.len();
+        g.tile_pairs.resize(base + pairs.len(), 0);
+        let count = sort_by_key(pairs.clone(), n_keys, &key, &mut g.tile_pairs[base..]);
+        let tile0 = g.tile_keys.len();
+        cut_tiles(
+            &count,
+            tile_max,
+            base,
+            &mut g.tile_keys,
+            &mut g.tile_offsets,
+        );
+        g.max_chunk_pairs = g.max_chunk_pairs.max(pairs.len());
+        g.chunks.push(GroupChunk {
+            targets,
+            pairs,
+            tiles: tile0..g.tile_keys.len(),
+        });
+    }
+    g
+}
+
+/// The chunks of CSR `starts`: consecutive target ranges whose pairs are
+/// at most `max_chunk_pairs` (a target with more is a chunk alone), with
+/// their pair ranges; none for no targets.
+pub(crate) fn chunk_targets(
+    starts: &[u32],
+    max_chunk_pairs: usize,
+) -> Vec<(std::ops::Range<usize>, std::ops::Range<usize>)> {
+    let n_targets = starts.len().saturating_sub(1);
+    let mut chunks = Vec::new();
     let mut i0 = 0;
     while i0 < n_targets {
         let j0 = starts[i0] as usize;
@@ -86,31 +116,34 @@ pub(crate) fn group_pairs(
         while i1 < n_targets && starts[i1 + 1] as usize - j0 <= max_chunk_pairs {
             i1 += 1;
         }
-        let j1 = starts[i1] as usize;
-        let base = g.tile_pairs.len();
-        g.tile_pairs.resize(base + (j1 - j0), 0);
-        let count = sort_by_key(j0..j1, n_keys, &key, &mut g.tile_pairs[base..]);
-        let tile0 = g.tile_keys.len();
-        let mut at = base;
-        for (k, &c) in count.iter().enumerate() {
-            let mut left = c;
-            while left > 0 {
-                let n = left.min(tile_max);
-                at += n;
-                left -= n;
-                g.tile_keys.push(k as u32);
-                g.tile_offsets.push(at as u32);
-            }
-        }
-        g.max_chunk_pairs = g.max_chunk_pairs.max(j1 - j0);
-        g.chunks.push(GroupChunk {
-            targets: i0..i1,
-            pairs: j0..j1,
-            tiles: tile0..g.tile_keys.len(),
-        });
+        chunks.push((i0..i1, j0..starts[i1] as usize));
         i0 = i1;
     }
-    g
+    chunks
+}
+
+/// The tiles of one chunk whose pairs, sorted by key, start at `base` in
+/// the tile pairs with `count[key]` of each key: runs of at most
+/// `tile_max` (`tile_max ≥ 1`) pairs of one key, appended as each tile's
+/// key and end offset.
+pub(crate) fn cut_tiles(
+    count: &[usize],
+    tile_max: usize,
+    base: usize,
+    tile_keys: &mut Vec<u32>,
+    tile_offsets: &mut Vec<u32>,
+) {
+    let mut at = base;
+    for (k, &c) in count.iter().enumerate() {
+        let mut left = c;
+        while left > 0 {
+            let n = left.min(tile_max);
+            at += n;
+            left -= n;
+            tile_keys.push(k as u32);
+            tile_offsets.push(at as u32);
+        }
+    }
 }
 
 /// The pair ids `pairs` into `out` (as long), stably sorted by `key`; the

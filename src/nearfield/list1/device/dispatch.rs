@@ -70,19 +70,32 @@ pub(super) fn choose(
     tensor_cores: bool,
     busy: impl FnOnce() -> Result<TileBusy>,
 ) -> Result<(List1Kernel, String)> {
+    if let Some(choice) = choose_without_pairs(contract, n_modes) {
+        return Ok(choice);
+    }
+    Ok(choose_fast(n_modes, tensor_cores, busy()?))
+}
+
+/// The kernel where the pairs play no part in the choice (`q^d` beyond
+/// the tiled kernels, or the exact contract), else `None`. Such a plan
+/// needs no host tiling: it is built on the device (tree_plan.rs).
+pub(super) fn choose_without_pairs(
+    contract: List1Contract,
+    n_modes: usize,
+) -> Option<(List1Kernel, String)> {
     if n_modes > MAX_TILED_MODES {
-        return Ok((
+        return Some((
             List1Kernel::PerTarget,
             format!("q^d = {n_modes} > {MAX_TILED_MODES}: only per-target takes it"),
         ));
     }
     if contract == List1Contract::Exact {
-        return Ok((
+        return Some((
             List1Kernel::Grouped,
             "exact: the fastest bitwise kernel".into(),
         ));
     }
-    Ok(choose_fast(n_modes, tensor_cores, busy()?))
+    None
 }
 
 /// The fast contract's kernel for `q^d ≤` [`MAX_TILED_MODES`] (module docs).

@@ -313,9 +313,7 @@ impl List1Evaluator {
         boxes: &List1Boxes<'_>,
         source_values: &[f64],
     ) -> Result<Vec<f64>> {
-        let hp = self.meta.check(boxes, Some(source_values))?;
-        let _scope = self.device.enter()?;
-        let mut plan = self.upload_plan(&hp, None)?;
+        let mut plan = self.plan_checked(boxes, Some(source_values), None)?;
         self.evaluate_plan(stream, &mut plan, source_values)
     }
 

@@ -95,6 +95,7 @@ mod options;
 mod parts;
 mod payload;
 mod plan;
+mod tree_plan;
 
 pub use dispatch::staged_source_bound;
 pub use options::{
@@ -235,9 +236,35 @@ pub mod internals {
         boxes: &List1Boxes<'_>,
         kernel: List1Kernel,
     ) -> Result<List1DevicePlan> {
-        let hp = evaluator.meta.check(boxes, None)?;
+        evaluator.plan_checked(boxes, None, Some(kernel))
+    }
+
+    /// A plan for `kernel` built on the host whatever the kernel (the
+    /// device plans' tests compare against it).
+    pub fn plan_on_host(
+        evaluator: &List1Evaluator,
+        boxes: &List1Boxes<'_>,
+        kernel: List1Kernel,
+    ) -> Result<List1DevicePlan> {
+        evaluator.check_kernel(kernel)?;
         let _scope = evaluator.device.enter()?;
-        evaluator.upload_plan(&hp, Some(kernel))
+        evaluator.plan_on_host(boxes, None, Some(kernel))
+    }
+
+    /// The plan's pair cases, its grouped tiles (offsets, keys, pair ids;
+    /// empty for other kernels) and its chunks (target range, pair range,
+    /// tile range), downloaded.
+    #[allow(clippy::type_complexity)]
+    pub fn download_plan(
+        plan: &List1DevicePlan,
+    ) -> Result<(
+        Vec<u8>,
+        Vec<u32>,
+        Vec<u32>,
+        Vec<u32>,
+        Vec<[std::ops::Range<usize>; 3]>,
+    )> {
+        plan.download()
     }
 
     /// The evaluator's table as the C entry points take it.

@@ -46,6 +46,16 @@ impl<T> Clone for Part<T> {
 }
 impl<T> Copy for Part<T> {}
 
+impl<T> Part<T> {
+    /// The array that starts at element `first` of this one.
+    pub(super) fn at(self, first: usize) -> Part<T> {
+        Part {
+            offset: self.offset + first * std::mem::size_of::<T>(),
+            _t: PhantomData,
+        }
+    }
+}
+
 /// A plan's arrays on the device, in one allocation.
 pub(super) struct DeviceParts {
     buffer: DeviceBuffer<u8>,
@@ -59,9 +69,36 @@ impl DeviceParts {
         self.buffer.as_ptr().wrapping_add(part.offset).cast()
     }
 
+    /// The device address of `part`, to write.
+    pub(super) fn ptr_mut<T>(&mut self, part: Part<T>) -> *mut T {
+        self.buffer.as_mut_ptr().wrapping_add(part.offset).cast()
+    }
+
     /// Bytes of the allocation (the arrays and their alignment gaps).
     pub(super) fn bytes(&self) -> usize {
         self.buffer.len()
+    }
+
+    /// Copies `host` into `part`'s first `host.len()` elements
+    /// (synchronously; `part` came from this allocation's packing, sized
+    /// for at least that many: the copy is bounds-checked regardless).
+    pub(super) fn write<T: DeviceRepr>(&mut self, part: Part<T>, host: &[T]) -> Result<()> {
+        let bytes = bytes_of(host);
+        self.buffer
+            .slice_mut(part.offset..part.offset + bytes.len())?
+            .copy_from_host(bytes)
+    }
+
+    /// Copies `part`'s first `host.len()` elements into `host`
+    /// (synchronously, after the work before it on the null stream).
+    pub(super) fn read<T: DeviceRepr>(&self, part: Part<T>, host: &mut [T]) -> Result<()> {
+        let len = std::mem::size_of_val(host);
+        // SAFETY: DeviceRepr types are plain numbers: any bytes the device
+        // wrote are a valid value; the length is the slice's own.
+        let bytes = unsafe { std::slice::from_raw_parts_mut(host.as_mut_ptr().cast::<u8>(), len) };
+        self.buffer
+            .slice(part.offset..part.offset + len)?
+            .copy_to_host(bytes)
     }
 }
 
@@ -70,6 +107,9 @@ impl DeviceParts {
 pub(super) struct Packing<'a> {
     parts: Vec<(usize, &'a [u8])>,
     end: usize,
+    /// The end of the last array with host data: the reserved arrays
+    /// (`reserve`) come after it and are not copied.
+    data_end: usize,
 }
 
 fn bytes_of<T: DeviceRepr>(host: &[T]) -> &[u8] {
@@ -81,10 +121,26 @@ fn bytes_of<T: DeviceRepr>(host: &[T]) -> &[u8] {
 impl<'a> Packing<'a> {
     /// Places `host` after the arrays before it.
     pub(super) fn add<T: DeviceRepr>(&mut self, host: &'a [T]) -> Part<T> {
+        debug_assert_eq!(
+            self.end, self.data_end,
+            "arrays go before the reserved ones"
+        );
         let offset = self.end.next_multiple_of(PART_ALIGN);
         let bytes = bytes_of(host);
         self.parts.push((offset, bytes));
         self.end = offset + bytes.len();
+        self.data_end = self.end;
+        Part {
+            offset,
+            _t: PhantomData,
+        }
+    }
+
+    /// Places an array of `len` elements that the device writes (nothing
+    /// is copied into it) after the arrays before it; after every `add`.
+    pub(super) fn reserve<T: DeviceRepr>(&mut self, len: usize) -> Part<T> {
+        let offset = self.end.next_multiple_of(PART_ALIGN);
+        self.end = offset + len * std::mem::size_of::<T>();
         Part {
             offset,
             _t: PhantomData,
@@ -104,10 +160,10 @@ impl<'a> Packing<'a> {
             drop(staging);
             return self.upload_each(buffer);
         }
-        if !matches!(&*staging, Staging::Pinned(s) if s.len() >= self.end) {
+        if !matches!(&*staging, Staging::Pinned(s) if s.len() >= self.data_end) {
             // The old staging goes first: the two need not fit together.
             *staging = Staging::Planned;
-            match Pinned::new(device, self.end) {
+            match Pinned::new(device, self.data_end) {
                 Ok(pinned) => *staging = Staging::Pinned(pinned),
                 // No page-locked memory now (a memlock limit, a loaded
                 // host): this plan's arrays are copied as a first plan's
@@ -121,9 +177,9 @@ impl<'a> Packing<'a> {
         let Staging::Pinned(pinned) = &mut *staging else {
             unreachable!("staging page-locked above")
         };
-        let host = &mut pinned.as_mut_slice()[..self.end];
+        let host = &mut pinned.as_mut_slice()[..self.data_end];
         self.pack(host);
-        buffer.copy_from_host(host)?;
+        buffer.slice_mut(..self.data_end)?.copy_from_host(host)?;
         Ok(DeviceParts { buffer })
     }
 
@@ -140,8 +196,8 @@ impl<'a> Packing<'a> {
         Ok(DeviceParts { buffer })
     }
 
-    /// The arrays into `host` (`end` bytes), on every core for large plans;
-    /// the alignment gaps zeroed.
+    /// The arrays into `host` (`data_end` bytes), on every core for large
+    /// plans; the alignment gaps zeroed.
     fn pack(&self, host: &mut [u8]) {
         let mut jobs = Vec::with_capacity(self.parts.len());
         let mut rest = host;
@@ -154,7 +210,7 @@ impl<'a> Packing<'a> {
             rest = tail;
             at = offset + bytes.len();
         }
-        let threads = threads_for(self.end, PACK_BYTES_PER_THREAD);
+        let threads = threads_for(self.data_end, PACK_BYTES_PER_THREAD);
         map_on_threads(threads, jobs, |(dst, src)| dst.copy_from_slice(src));
     }
 }

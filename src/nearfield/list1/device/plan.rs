@@ -3,7 +3,7 @@
 //! (`dispatch.rs`), and what that kernel needs uploaded (pairs, level
 //! scalings; the grouped kernel's groups and chunks, or the tiled kernels'
 //! tiles, their sources and the keys' case matrices).
-use super::dispatch::{choose, staged_source_bound, TileBusy};
+use super::dispatch::{choose, choose_without_pairs, staged_source_bound, TileBusy};
 use super::parts::{DeviceParts, Packing, Part};
 use super::payload::{KeyMatrices, TableMeta};
 use super::{bad, List1Contract, List1Evaluator, List1Kernel, List1Layout, MAX_TILED_MODES};
@@ -44,18 +44,7 @@ impl TableMeta {
         values: Option<&[f64]>,
     ) -> Result<HostPairs<'a>> {
         let (pairs, scalings) = check_list1_inputs(boxes, &self.shapes, self.per_level, values)?;
-        let n = boxes.n_boxes();
-        let nq = self.nq;
-        let max_level = scalings.len().saturating_sub(1);
-        if scalings.len() > sys::HIPKERN_LIST1_MAX_LEVELS as usize {
-            return bad(format!(
-                "levels 0..={max_level}: the device takes at most {} levels",
-                sys::HIPKERN_LIST1_MAX_LEVELS
-            ));
-        }
-        if n.checked_mul(nq).is_none() || boxes.target_boxes.len().checked_mul(nq).is_none() {
-            return bad(format!("{n} boxes × {nq} values overflow"));
-        }
+        self.check_sizes(boxes, scalings.len())?;
         Ok(HostPairs {
             starts: boxes.source_starts,
             sources: boxes.source_boxes,
@@ -63,6 +52,26 @@ impl TableMeta {
             box_levels: boxes.levels.iter().map(|&l| l as u8).collect(),
             scalings,
         })
+    }
+}
+
+impl TableMeta {
+    /// The device's own limits, checked after the CPU evaluator's checks:
+    /// `n_levels` levels of scalings, the boxes' and targets' values.
+    pub(super) fn check_sizes(&self, boxes: &List1Boxes<'_>, n_levels: usize) -> Result<()> {
+        let n = boxes.n_boxes();
+        let nq = self.nq;
+        if n_levels > sys::HIPKERN_LIST1_MAX_LEVELS as usize {
+            return bad(format!(
+                "levels 0..={}: the device takes at most {} levels",
+                n_levels - 1,
+                sys::HIPKERN_LIST1_MAX_LEVELS
+            ));
+        }
+        if n.checked_mul(nq).is_none() || boxes.target_boxes.len().checked_mul(nq).is_none() {
+            return bad(format!("{n} boxes × {nq} values overflow"));
+        }
+        Ok(())
     }
 }
 
@@ -82,28 +91,31 @@ pub struct List1DevicePlan {
     pub(super) n_targets: usize,
     pub(super) n_boxes: usize,
     pub(super) n_pairs: usize,
-    displacement_pairs: usize,
-    n_levels: usize,
+    pub(super) displacement_pairs: usize,
+    pub(super) n_levels: usize,
     pub(super) nq: usize,
     pub(super) kernel: List1Kernel,
-    contract: List1Contract,
-    reason: String,
+    pub(super) contract: List1Contract,
+    pub(super) reason: String,
     /// Every array below, in one allocation (parts.rs).
     pub(super) parts: DeviceParts,
-    starts: Part<u32>,
-    sources: Part<u32>,
-    cases: Part<u8>,
-    box_levels: Part<u8>,
-    level_scale: Part<f64>,
-    level_displacement: Part<f64>,
-    level_table: Part<u32>,
-    bytes: usize,
+    pub(super) starts: Part<u32>,
+    pub(super) sources: Part<u32>,
+    pub(super) cases: Part<u8>,
+    pub(super) box_levels: Part<u8>,
+    pub(super) level_scale: Part<f64>,
+    pub(super) level_displacement: Part<f64>,
+    pub(super) level_table: Part<u32>,
+    pub(super) bytes: usize,
     pub(super) groups: Option<DeviceGrouping>,
-    tiles: Option<DeviceTiling>,
+    pub(super) tiles: Option<DeviceTiling>,
+    /// Whether the pairs were classified and grouped on the device
+    /// (tree_plan.rs) rather than on the host.
+    pub(super) built_on_device: bool,
 }
 
 /// The tiled kernels' part of a plan.
-struct DeviceTiling {
+pub(super) struct DeviceTiling {
     targets_per_tile: usize,
     n_tiles: usize,
     slots: usize,
@@ -156,6 +168,13 @@ impl List1DevicePlan {
     /// [`List1Kernel::contract`] is this or [`List1Contract::Exact`]).
     pub fn contract(&self) -> List1Contract {
         self.contract
+    }
+
+    /// Whether the device classified and grouped the pairs (a plan whose
+    /// kernel needs no host tiling: `grouped`, `per-target`), rather than
+    /// the host.
+    pub fn built_on_device(&self) -> bool {
+        self.built_on_device
     }
 
     /// Why the kernel was chosen, in a line (the rule and the numbers it
@@ -242,6 +261,38 @@ impl List1DevicePlan {
         self.key_matrices() * self.nq * self.nq * 8
     }
 
+    /// What `internals::download_plan` returns: the pair cases, the grouped
+    /// tiles (offsets, keys, pair ids) and the chunks' ranges.
+    #[allow(clippy::type_complexity)]
+    pub(super) fn download(
+        &self,
+    ) -> Result<(
+        Vec<u8>,
+        Vec<u32>,
+        Vec<u32>,
+        Vec<u32>,
+        Vec<[std::ops::Range<usize>; 3]>,
+    )> {
+        let mut cases = vec![0u8; self.n_pairs];
+        self.parts.read(self.cases, &mut cases)?;
+        let Some(g) = &self.groups else {
+            return Ok((cases, Vec::new(), Vec::new(), Vec::new(), Vec::new()));
+        };
+        let n_tiles = g.chunks.last().map_or(0, |c| c.tiles.end);
+        let mut offsets = vec![0u32; n_tiles + 1];
+        let mut keys = vec![0u32; n_tiles];
+        let mut pairs = vec![0u32; self.n_pairs];
+        self.parts.read(g.tile_offsets, &mut offsets)?;
+        self.parts.read(g.tile_keys, &mut keys)?;
+        self.parts.read(g.tile_pairs, &mut pairs)?;
+        let chunks = g
+            .chunks
+            .iter()
+            .map(|c| [c.targets.clone(), c.pairs.clone(), c.tiles.clone()])
+            .collect();
+        Ok((cases, offsets, keys, pairs, chunks))
+    }
+
     /// Tiles of a tiled plan (0 for the other kernels).
     pub fn target_tiles(&self) -> usize {
         self.tiles.as_ref().map_or(0, |t| t.n_tiles)
@@ -321,10 +372,51 @@ impl List1Evaluator {
     /// Validates `boxes` as the CPU evaluator does (module docs), chooses
     /// the kernel for this evaluator's contract ([`List1DevicePlan::kernel`])
     /// and uploads what it needs (synchronously).
+    ///
+    /// Where the kernel is chosen without the pairs (`grouped` under the
+    /// exact contract, `per-target` for `q^d >` [`MAX_TILED_MODES`]), the
+    /// device classifies and groups the pairs
+    /// ([`List1DevicePlan::built_on_device`]); the tiled kernels' plans are
+    /// built on the host.
     pub fn plan(&self, boxes: &List1Boxes<'_>) -> Result<List1DevicePlan> {
-        let hp = self.meta.check(boxes, None)?;
+        self.plan_checked(boxes, None, None)
+    }
+
+    /// The plan of `boxes` for `forced` or the dispatch's kernel, with
+    /// `values` checked in the CPU's order when given: on the device where
+    /// that kernel needs no host tiling, else on the host.
+    pub(super) fn plan_checked(
+        &self,
+        boxes: &List1Boxes<'_>,
+        values: Option<&[f64]>,
+        forced: Option<List1Kernel>,
+    ) -> Result<List1DevicePlan> {
+        let on_device = match forced {
+            Some(k @ (List1Kernel::Grouped | List1Kernel::PerTarget)) => {
+                self.check_kernel(k)?;
+                Some((k, "forced".to_string()))
+            }
+            Some(_) => None,
+            None => choose_without_pairs(self.contract, self.meta.nq),
+        };
         let _scope = self.device.enter()?;
-        self.upload_plan(&hp, None)
+        match on_device {
+            Some((kernel, reason)) => self.plan_on_device(boxes, values, kernel, reason),
+            None => self.plan_on_host(boxes, values, forced),
+        }
+    }
+
+    /// The plan of `boxes` built on the host (the CPU's checks, then the
+    /// host's classification and grouping or tiling). The device must be
+    /// entered.
+    pub(super) fn plan_on_host(
+        &self,
+        boxes: &List1Boxes<'_>,
+        values: Option<&[f64]>,
+        forced: Option<List1Kernel>,
+    ) -> Result<List1DevicePlan> {
+        let hp = self.meta.check(boxes, values)?;
+        self.upload_plan(&hp, forced)
     }
 
     /// Whether this evaluator's device and table can run `kernel`: the
@@ -523,6 +615,7 @@ impl List1Evaluator {
             bytes,
             groups,
             tiles,
+            built_on_device: false,
         })
     }
 }
