@@ -64,18 +64,21 @@
 //! [`List1Payload`] prepares the host arrays of a layout (no device: what
 //! is uploaded, its byte counts, and the entry each layout reconstructs),
 //! [`List1Evaluator::new`] uploads one, [`List1Evaluator::plan`] validates
-//! a tree's boxes and lists on the host, chooses the kernel and uploads
-//! what it needs ([`List1DevicePlan`]), and
+//! a tree's boxes and lists, chooses the kernel and builds what it needs
+//! ([`List1DevicePlan`]: on the device where the kernel is chosen without
+//! the pairs, `grouped` and `per-target`; on the host for the tiled
+//! kernels), and
 //! [`List1Evaluator::evaluate_into`] launches on a stream into a caller's
 //! device buffer; [`List1Evaluator::evaluate`] does all of it from host
 //! slices into a `Vec`.
 //!
-//! Everything is validated on the host before anything is launched or
-//! written, with the CPU evaluator's own checks ([`List1Boxes::pairs`]:
+//! Everything is validated before any output is written, with the CPU
+//! evaluator's own checks and messages ([`List1Boxes::pairs`]:
 //! CSR offsets, box ids, levels, centres, every pair a List 1 pair of a
 //! 2:1 tree, named; [`crate::nearfield::level_scalings`]: the tables fit
 //! the levels), plus the lengths and devices of the buffers and the plan's
-//! evaluator.
+//! evaluator. A plan built on the device checks each pair there and has
+//! the CPU's check name whatever the device reports.
 //!
 //! [`OrbitDescriptors`]: crate::nearfield::OrbitDescriptors
 //! [`FallbackDescriptors`]: crate::nearfield::FallbackDescriptors
