@@ -20,6 +20,7 @@ use crate::nearfield::list1_grouping::{chunk_targets, cut_tiles, tile_capacity, 
 use crate::nearfield::Cases;
 use crate::runtime::{check, Result};
 use hipkern_sys as sys;
+use std::sync::OnceLock;
 
 /// A report's `first_*` with nothing found.
 const NONE: u64 = u64::MAX;
@@ -31,6 +32,22 @@ const MAX_LEVELS: usize = sys::HIPKERN_LIST1_MAX_LEVELS as usize;
 /// per level.
 const REPORT_WORDS: usize = REPORT_FIRSTS + MAX_LEVELS;
 const _: () = assert!(std::mem::size_of::<sys::hipkern_list1_pair_report>() == 8 * REPORT_WORDS);
+// The key counts are read back as u64 words, two u32 a word, the first in
+// the low half: the host and every device hipkern builds for are
+// little-endian.
+const _: () = assert!(cfg!(target_endian = "little"));
+
+/// The cases of dimension `dim` (2 or 3: the boxes were checked),
+/// enumerated once per process.
+fn cases_of(dim: usize) -> Result<&'static Cases> {
+    static CASES: [OnceLock<Cases>; 2] = [OnceLock::new(), OnceLock::new()];
+    let slot = &CASES[usize::from(dim == 3)];
+    if let Some(c) = slot.get() {
+        return Ok(c);
+    }
+    let c = Cases::new(dim)?;
+    Ok(slot.get_or_init(|| c))
+}
 
 impl List1Evaluator {
     /// The plan of `boxes` for `kernel` (`grouped` or `per-target`), built
@@ -70,7 +87,7 @@ impl List1Evaluator {
         ) else {
             return host();
         };
-        let cases = Cases::new(boxes.dim)?;
+        let cases = cases_of(boxes.dim)?;
         if n > u32::MAX as usize || cases.len() != meta.n_cases || max_level >= MAX_LEVELS {
             return host();
         }
@@ -90,9 +107,11 @@ impl List1Evaluator {
         let scale: Vec<f64> = scalings.iter().map(|s| s.scale).collect();
         let disp: Vec<f64> = scalings.iter().map(|s| s.displacement).collect();
         let table: Vec<u32> = scalings.iter().map(|s| s.table as u32).collect();
-        let mut report_init = vec![NONE; REPORT_FIRSTS];
-        report_init.resize(REPORT_WORDS, 0);
-        let counts_init = vec![0u32; chunks.len().max(1) * n_keys];
+        // The report, then each chunk's key counts (u32, two a word): one
+        // array, so that one copy brings both back.
+        let n_counts = chunks.len() * n_keys;
+        let mut found = vec![NONE; REPORT_FIRSTS];
+        found.resize(REPORT_WORDS + n_counts.div_ceil(2), 0);
         // Each chunk's first slots, then the tile offsets and keys: at most
         // one tile per (chunk, key) beyond the full ones.
         let meta_bound = if grouped {
@@ -112,8 +131,7 @@ impl List1Evaluator {
         let centers = pack.add(boxes.centers);
         let targets = pack.add(boxes.target_boxes);
         let case_indices = pack.add(cases.case_indices());
-        let report = pack.add(&report_init);
-        let counts = pack.add(&counts_init);
+        let report = pack.add(&found);
         let pair_cases = pack.reserve::<u8>(np);
         let tile_pairs = pack.reserve::<u32>(if grouped { np } else { 0 });
         let tile_meta = pack.reserve::<u32>(meta_bound);
@@ -134,15 +152,16 @@ impl List1Evaluator {
         };
         // The null stream: ordered with the plan's synchronous copies.
         let stream = std::ptr::null_mut();
+        let counts = parts.ptr_mut(report.at(REPORT_WORDS)).cast::<u32>();
         for (c, (t, _)) in chunks.iter().enumerate() {
-            let key_counts = parts.ptr_mut(counts.at(c * n_keys));
+            let key_counts = counts.wrapping_add(c * n_keys);
             let cases_out = parts.ptr_mut(pair_cases);
             let report_out = parts.ptr_mut(report).cast();
             // SAFETY: every pointer is into `parts`, sized by the packing
             // above for the tree's counts that `tree` names (checked by
             // check_list1_boxes: centres n × dim, offsets nt + 1 ending at
-            // np), the key counts n_keys for this chunk, the report its
-            // struct (size asserted at compile time); the entry point checks
+            // np), the report its struct (size asserted at compile time)
+            // followed by n_keys counts for every chunk; the entry point checks
             // the counts and ranges before launching and guards every
             // index it reads on the device.
             check("hipkern_list1_classify_pairs", unsafe {
@@ -160,7 +179,6 @@ impl List1Evaluator {
                 )
             })?;
         }
-        let mut found = vec![0u64; REPORT_WORDS];
         parts.read(report, &mut found)?;
         if found[..REPORT_FIRSTS].iter().any(|&f| f != NONE) {
             // A bad source, a pair that is none of List 1's, a bad row:
@@ -171,7 +189,7 @@ impl List1Evaluator {
         if let Some(v) = values {
             check_source_values(v, n, nq)?;
         }
-        let level_pairs = &found[REPORT_FIRSTS..];
+        let level_pairs = &found[REPORT_FIRSTS..REPORT_WORDS];
         let used: Vec<bool> = (0..=max_level).map(|l| level_pairs[l] > 0).collect();
         let scalings = shape_scalings(&meta.shapes, meta.per_level, boxes.root_extent, &used)?;
         meta.check_sizes(boxes, scalings.len())?;
@@ -181,8 +199,13 @@ impl List1Evaluator {
             .sum();
 
         let groups = if grouped {
-            let mut key_counts = vec![0u32; chunks.len() * n_keys];
-            parts.read(counts, &mut key_counts)?;
+            // Two counts a word, the first in the low half (both sides
+            // are little-endian).
+            let key_counts: Vec<u32> = found[REPORT_WORDS..]
+                .iter()
+                .flat_map(|&w| [w as u32, (w >> 32) as u32])
+                .take(n_counts)
+                .collect();
             let Some(g) = self.group_on_device(
                 &mut parts,
                 &tree,
