@@ -177,14 +177,11 @@ fn gpu_device_plans_equal_host_plans_on_random_trees() {
             plans.0.grouped_chunks()
         );
         compare_evaluations(&w, &ev, &mut plans, &f, &want);
-        // The fast contract's tiled plans stay on the host.
+        // The fast contract's plans (q^d ≤ 64 here) are chosen by tiling
+        // the pairs: built on the host.
         ev.set_contract(List1Contract::Fast);
         let fast = ev.plan(&boxes).unwrap();
-        assert_eq!(
-            fast.built_on_device(),
-            fast.kernel() == List1Kernel::Grouped,
-            "{what}"
-        );
+        assert!(!fast.built_on_device(), "{what}: {}", fast.kernel());
     }
 }
 
