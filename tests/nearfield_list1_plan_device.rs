@@ -54,8 +54,12 @@ fn compare_plans(
         host.pair_scratch_bytes(),
         "{what}"
     );
-    let (dc, doff, dkeys, dpairs, dchunks) = download_plan(&dev).unwrap();
-    let (hc, hoff, hkeys, hpairs, hchunks) = download_plan(&host).unwrap();
+    let d = download_plan(&dev).unwrap();
+    let h = download_plan(&host).unwrap();
+    let (dc, doff, dkeys, dpairs, dchunks) =
+        (d.cases, d.tile_offsets, d.tile_keys, d.tile_pairs, d.chunks);
+    let (hc, hoff, hkeys, hpairs, hchunks) =
+        (h.cases, h.tile_offsets, h.tile_keys, h.tile_pairs, h.chunks);
     let np = boxes.source_boxes.len();
     assert_eq!(dc.len(), np, "{what}");
     if let Some(j) = (0..np).find(|&j| dc[j] != hc[j]) {

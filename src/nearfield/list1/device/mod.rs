@@ -227,6 +227,7 @@ impl List1Evaluator {
 /// contract). Not a stable API.
 #[doc(hidden)]
 pub mod internals {
+    pub use super::plan::DownloadedPlan;
     use super::{List1DevicePlan, List1Evaluator, List1Kernel};
     use crate::nearfield::list1::List1Boxes;
     use crate::runtime::Result;
@@ -254,19 +255,9 @@ pub mod internals {
         evaluator.plan_on_host(boxes, None, Some(kernel))
     }
 
-    /// The plan's pair cases, its grouped tiles (offsets, keys, pair ids;
-    /// empty for other kernels) and its chunks (target range, pair range,
-    /// tile range), downloaded.
-    #[allow(clippy::type_complexity)]
-    pub fn download_plan(
-        plan: &List1DevicePlan,
-    ) -> Result<(
-        Vec<u8>,
-        Vec<u32>,
-        Vec<u32>,
-        Vec<u32>,
-        Vec<[std::ops::Range<usize>; 3]>,
-    )> {
+    /// The plan's pair cases, its grouped tiles and its chunks,
+    /// downloaded.
+    pub fn download_plan(plan: &List1DevicePlan) -> Result<DownloadedPlan> {
         plan.download()
     }
 

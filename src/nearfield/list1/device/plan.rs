@@ -114,6 +114,23 @@ pub struct List1DevicePlan {
     pub(super) built_on_device: bool,
 }
 
+/// A plan's arrays as the device holds them (for tests: `internals`).
+#[doc(hidden)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DownloadedPlan {
+    /// Every pair's case id.
+    pub cases: Vec<u8>,
+    /// The grouped tiles' `n_tiles + 1` offsets into `tile_pairs` (empty
+    /// for the other kernels).
+    pub tile_offsets: Vec<u32>,
+    /// Each tile's key.
+    pub tile_keys: Vec<u32>,
+    /// The pair ids of the tiles.
+    pub tile_pairs: Vec<u32>,
+    /// Each chunk's target range, pair range and tile range.
+    pub chunks: Vec<[std::ops::Range<usize>; 3]>,
+}
+
 /// The tiled kernels' part of a plan.
 pub(super) struct DeviceTiling {
     targets_per_tile: usize,
@@ -261,22 +278,15 @@ impl List1DevicePlan {
         self.key_matrices() * self.nq * self.nq * 8
     }
 
-    /// What `internals::download_plan` returns: the pair cases, the grouped
-    /// tiles (offsets, keys, pair ids) and the chunks' ranges.
-    #[allow(clippy::type_complexity)]
-    pub(super) fn download(
-        &self,
-    ) -> Result<(
-        Vec<u8>,
-        Vec<u32>,
-        Vec<u32>,
-        Vec<u32>,
-        Vec<[std::ops::Range<usize>; 3]>,
-    )> {
+    /// The plan's arrays, downloaded (`internals::download_plan`).
+    pub(super) fn download(&self) -> Result<DownloadedPlan> {
         let mut cases = vec![0u8; self.n_pairs];
         self.parts.read(self.cases, &mut cases)?;
         let Some(g) = &self.groups else {
-            return Ok((cases, Vec::new(), Vec::new(), Vec::new(), Vec::new()));
+            return Ok(DownloadedPlan {
+                cases,
+                ..DownloadedPlan::default()
+            });
         };
         let n_tiles = g.chunks.last().map_or(0, |c| c.tiles.end);
         let mut offsets = vec![0u32; n_tiles + 1];
@@ -290,7 +300,13 @@ impl List1DevicePlan {
             .iter()
             .map(|c| [c.targets.clone(), c.pairs.clone(), c.tiles.clone()])
             .collect();
-        Ok((cases, offsets, keys, pairs, chunks))
+        Ok(DownloadedPlan {
+            cases,
+            tile_offsets: offsets,
+            tile_keys: keys,
+            tile_pairs: pairs,
+            chunks,
+        })
     }
 
     /// Tiles of a tiled plan (0 for the other kernels).
