@@ -680,8 +680,11 @@ def evaluate_list1(table, tree, density, *, device=None, contract="fast", layout
         None: the CPU float64 evaluator (the definition). An int: that GPU.
     contract : {"fast", "exact"}
         On a GPU: ``"exact"`` gives bitwise the CPU's result; ``"fast"``
-        agrees with it within 1e-13 relative max-norm and runs the fastest
-        kernel for the tree.
+        agrees with it within 1e-13 relative max-norm. A single call (this
+        function, :meth:`Evaluator.evaluate`) builds the plan that costs
+        least, on the device, and its result is bitwise the CPU's under
+        either contract; a :class:`Plan` kept for many densities runs the
+        fastest kernel for the tree under ``"fast"``.
     layout : {"auto", "dense", "orbit", "fallback"}
         How the table is held on the GPU. ``"auto"``: the compact ORBIT rows
         for a ``symmetry="full"`` table (the generated fallback for a

@@ -76,6 +76,24 @@ pub(super) fn choose(
     Ok(choose_fast(n_modes, tensor_cores, busy()?))
 }
 
+/// The kernel of a plan for one evaluation ([`super::List1Evaluator::evaluate`]):
+/// the one whose plan the device builds, `grouped` (`per-target` beyond
+/// [`MAX_TILED_MODES`]), under either contract. Its result is bitwise the
+/// CPU's, which keeps the fast contract too; the fast contract's tiled
+/// kernels run faster, but their plans cost far more than they save on
+/// one evaluation.
+pub(super) fn choose_for_one_evaluation(n_modes: usize) -> (List1Kernel, String) {
+    let kernel = if n_modes > MAX_TILED_MODES {
+        List1Kernel::PerTarget
+    } else {
+        List1Kernel::Grouped
+    };
+    (
+        kernel,
+        format!("one evaluation: {kernel}, whose plan the device builds (bitwise the CPU's)"),
+    )
+}
+
 /// The kernel where the pairs play no part in the choice (`q^d` beyond
 /// the tiled kernels, or the exact contract), else `None`. Such a plan
 /// needs no host tiling: it is built on the device (tree_plan.rs).

@@ -2,6 +2,7 @@
 //! (its plan, its device, the lengths), the table and pairs handed to the C
 //! ABI (`hipkern_list1_evaluate`, `_grouped`, `_tiled`) for the plan's
 //! kernel, and the host-slice conveniences `evaluate` and `evaluate_plan`.
+use super::dispatch::choose_for_one_evaluation;
 use super::payload::DeviceAddressing;
 use super::{bad, upload, List1DevicePlan, List1Evaluator, List1Kernel};
 use crate::nearfield::list1::{check_source_values, List1Boxes};
@@ -307,13 +308,21 @@ impl List1Evaluator {
     /// CPU evaluator validates (same checks, same order, same messages),
     /// uploaded, evaluated on `stream` and downloaded (`n_targets × q^d`,
     /// per target box in node order, as [`crate::nearfield::evaluate_list1`]).
+    ///
+    /// Its plan serves one evaluation, so it is the one that costs least:
+    /// built on the device for `grouped` (`per-target` for `q^d > 64`)
+    /// under either contract. The result is bitwise the CPU's, which keeps
+    /// the fast contract too. A tree evaluated more than once should keep
+    /// its plan ([`Self::plan`], [`Self::evaluate_plan`]): under the fast
+    /// contract that plan is tiled, slower to build, faster to run.
     pub fn evaluate(
         &self,
         stream: &Stream,
         boxes: &List1Boxes<'_>,
         source_values: &[f64],
     ) -> Result<Vec<f64>> {
-        let mut plan = self.plan_checked(boxes, Some(source_values), None)?;
+        let one = choose_for_one_evaluation(self.meta.nq);
+        let mut plan = self.plan_checked(boxes, Some(source_values), Some(one))?;
         self.evaluate_plan(stream, &mut plan, source_values)
     }
 

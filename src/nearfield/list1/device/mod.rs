@@ -240,7 +240,7 @@ pub mod internals {
         boxes: &List1Boxes<'_>,
         kernel: List1Kernel,
     ) -> Result<List1DevicePlan> {
-        evaluator.plan_checked(boxes, None, Some(kernel))
+        evaluator.plan_checked(boxes, None, Some((kernel, "forced".into())))
     }
 
     /// A plan for `kernel` built on the host whatever the kernel (the

@@ -405,12 +405,12 @@ impl List1Evaluator {
         &self,
         boxes: &List1Boxes<'_>,
         values: Option<&[f64]>,
-        forced: Option<List1Kernel>,
+        forced: Option<(List1Kernel, String)>,
     ) -> Result<List1DevicePlan> {
-        let on_device = match forced {
-            Some(k @ (List1Kernel::Grouped | List1Kernel::PerTarget)) => {
-                self.check_kernel(k)?;
-                Some((k, "forced".to_string()))
+        let on_device = match &forced {
+            Some((k @ (List1Kernel::Grouped | List1Kernel::PerTarget), reason)) => {
+                self.check_kernel(*k)?;
+                Some((*k, reason.clone()))
             }
             Some(_) => None,
             None => choose_without_pairs(self.contract, self.meta.nq),
@@ -418,7 +418,7 @@ impl List1Evaluator {
         let _scope = self.device.enter()?;
         match on_device {
             Some((kernel, reason)) => self.plan_on_device(boxes, values, kernel, reason),
-            None => self.plan_on_host(boxes, values, forced),
+            None => self.plan_on_host(boxes, values, forced.map(|(k, _)| k)),
         }
     }
 
