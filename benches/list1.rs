@@ -614,7 +614,7 @@ fn main() {
     );
     println!(
         "{:<15} {:<12} {:<6} {:<10} {:<6} {:>11} {:>11} {:>11} {:>18}",
-        "config", "layout", "contract", "kernel", "plan", "pairs", "plan", "plan+eval", "spread"
+        "config", "layout", "contract", "kernel", "built", "pairs", "plan", "plan+eval", "spread"
     );
     for line in &new_tree {
         println!("{line}");
