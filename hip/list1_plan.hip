@@ -131,7 +131,7 @@ __global__ void __launch_bounds__(kPlanThreads)
 #pragma unroll
     for (int k = 0; k < D; ++k) ct[k] = tr.centers[static_cast<size_t>(tb) * D + k];
     const double ht = side_at(tr.root_extent, tr.box_levels[tb]);
-    for (uint32_t j = a + lane; j < b; j += kTargetLanes) {
+    for (uint64_t j = static_cast<uint64_t>(a) + lane; j < b; j += kTargetLanes) {
       const uint32_t sb = tr.source_boxes[j];
       if (sb >= n_boxes) {
         pair_cases[j] = 0xFF;

@@ -12,8 +12,9 @@
 //! - the evaluations of both plans (outputs poisoned) bitwise equal to
 //!   each other and to the CPU float64 evaluator;
 //! - bad inputs refused with the host's message, nothing planned;
-//! - the C entry points' own argument checks, and their paths for more
-//!   keys than a block counts in shared memory.
+//! - the C entry points' own argument checks, their paths for more keys
+//!   than a block counts in shared memory, more rows than one pass of the
+//!   grid, and the report's smallest bad indices against the host's.
 mod common;
 use common::list1::{random_values, synthetic, tree, Tables};
 use common::list1_device::{check_against, gpu, run_into};
@@ -582,4 +583,168 @@ fn gpu_c_entry_points_with_many_keys_and_bad_arguments() {
         let want: Vec<u32> = (0..np).filter(|&j| key(j) == k).map(|j| j as u32).collect();
         assert_eq!(r, want, "key {k}");
     }
+}
+
+/// A tree's arrays on the device, for the C entry points.
+struct DeviceTree {
+    centers: hipkern::DeviceBuffer<f64>,
+    levels: hipkern::DeviceBuffer<u8>,
+    targets: hipkern::DeviceBuffer<u32>,
+    starts: hipkern::DeviceBuffer<u32>,
+    sources: hipkern::DeviceBuffer<u32>,
+    case_indices: hipkern::DeviceBuffer<i32>,
+    root_extent: f64,
+    n_boxes: usize,
+}
+
+impl DeviceTree {
+    fn new(device: &hipkern::Device, boxes: &List1Boxes<'_>, cases: &Cases) -> DeviceTree {
+        let levels: Vec<u8> = boxes.levels.iter().map(|&l| l as u8).collect();
+        DeviceTree {
+            centers: device.htod_copy(boxes.centers).unwrap(),
+            levels: device.htod_copy(&levels).unwrap(),
+            targets: device.htod_copy(boxes.target_boxes).unwrap(),
+            starts: device.htod_copy(boxes.source_starts).unwrap(),
+            sources: device.htod_copy(boxes.source_boxes).unwrap(),
+            case_indices: device.htod_copy(cases.case_indices()).unwrap(),
+            root_extent: boxes.root_extent,
+            n_boxes: boxes.n_boxes(),
+        }
+    }
+
+    /// Every row classified in one call with `level_table` and `n_keys`:
+    /// the cases, the key counts and the report (36 words).
+    fn classify(
+        &self,
+        stream: &hipkern::Stream,
+        level_table: &[u32],
+        n_cases: usize,
+        n_keys: usize,
+    ) -> (Vec<u8>, Vec<u32>, Vec<u64>) {
+        let device = stream.device();
+        let n_targets = self.targets.len();
+        let n_pairs = self.sources.len();
+        let lt = device.htod_copy(level_table).unwrap();
+        let mut counts = device.alloc_zeroed::<u32>(n_keys).unwrap();
+        let mut pc = device.htod_copy(&vec![0xEEu8; n_pairs]).unwrap();
+        let mut init = vec![u64::MAX; 4];
+        init.resize(36, 0);
+        let mut rep = device.htod_copy(&init).unwrap();
+        let tree = sys::hipkern_list1_tree {
+            dim: 3,
+            root_extent: self.root_extent,
+            n_boxes: self.n_boxes as i64,
+            n_targets: n_targets as i64,
+            n_pairs: n_pairs as i64,
+            centers: self.centers.as_ptr(),
+            box_levels: self.levels.as_ptr(),
+            target_boxes: self.targets.as_ptr(),
+            source_starts: self.starts.as_ptr(),
+            source_boxes: self.sources.as_ptr(),
+            case_indices: self.case_indices.as_ptr(),
+        };
+        // SAFETY: every array sized for the tree it describes; the report
+        // is 36 words, the counts n_keys.
+        let rc = unsafe {
+            sys::hipkern_list1_classify_pairs(
+                &tree,
+                0,
+                n_targets as i64,
+                lt.as_ptr(),
+                n_cases as i32,
+                n_keys as i64,
+                counts.as_mut_ptr(),
+                pc.as_mut_ptr(),
+                rep.as_mut_ptr().cast(),
+                stream.as_raw(),
+            )
+        };
+        assert_eq!(rc, 0);
+        stream.synchronize().unwrap();
+        (
+            pc.to_vec().unwrap(),
+            counts.to_vec().unwrap(),
+            rep.to_vec().unwrap(),
+        )
+    }
+}
+
+/// More target rows than one pass of the classification's grid covers
+/// (every box's row repeated to 40,000), keys counted in shared memory;
+/// then sources out of range and pairs that are none of List 1's: the
+/// report names the smallest index of each, as the host finds them.
+#[test]
+#[cfg_attr(
+    hipkern_platform = "cpu",
+    ignore = "needs a GPU (a cpu-platform build)"
+)]
+fn gpu_classification_over_many_rows_and_its_report() {
+    let (device, stream) = gpu();
+    let t = tree(3, 29, 4);
+    let cases = Cases::new(3).unwrap();
+    let n_cases = cases.len();
+    let (mut targets, mut starts, mut sources) = (Vec::new(), vec![0u32], Vec::new());
+    let all = t.list1_starts();
+    while targets.len() < 40_000 {
+        let b = targets.len() % t.n_boxes();
+        targets.push(b as u32);
+        sources.extend_from_slice(&t.list1_sources()[all[b] as usize..all[b + 1] as usize]);
+        starts.push(sources.len() as u32);
+    }
+    let boxes = List1Boxes {
+        dim: 3,
+        root_extent: t.root_extent(),
+        centers: t.centers(),
+        levels: t.levels(),
+        target_boxes: &targets,
+        source_starts: &starts,
+        source_boxes: &sources,
+    };
+    let host = boxes.pairs().unwrap().cases;
+    let (got, counts, rep) =
+        DeviceTree::new(&device, &boxes, &cases).classify(&stream, &[0; 32], n_cases, n_cases);
+    for (j, (&g, &h)) in got.iter().zip(&host).enumerate() {
+        assert_eq!(u16::from(g), h, "pair {j}");
+    }
+    let mut want = vec![0u32; n_cases];
+    host.iter().for_each(|&c| want[c as usize] += 1);
+    assert_eq!(counts, want);
+    assert_eq!(&rep[..4], &[u64::MAX; 4]);
+    assert_eq!(rep[4..].iter().sum::<u64>(), sources.len() as u64);
+
+    // Two sources out of range and two sources that make no List 1 pair
+    // with their target (the first box that does not, as the host's
+    // check finds it): the smallest index of each kind.
+    let np = sources.len();
+    let side = |l: u32| t.root_extent() / f64::from(1u32 << l);
+    let row_of = |j: usize| starts.partition_point(|&s| s as usize <= j) - 1;
+    let refuses = |i: usize, sb: usize| {
+        let tb = targets[i] as usize;
+        cases
+            .case_of_pair(
+                &t.centers()[3 * tb..3 * tb + 3],
+                side(t.levels()[tb]),
+                &t.centers()[3 * sb..3 * sb + 3],
+                side(t.levels()[sb]),
+            )
+            .is_err()
+    };
+    let mut bad = sources.clone();
+    bad[np - 5] = t.n_boxes() as u32 + 1;
+    bad[np / 2] = u32::MAX;
+    for j in [np / 3, 1000] {
+        let i = row_of(j);
+        bad[j] = (0..t.n_boxes()).find(|&sb| refuses(i, sb)).unwrap() as u32;
+    }
+    let b = List1Boxes {
+        source_boxes: &bad,
+        ..boxes
+    };
+    let (got, _, rep) =
+        DeviceTree::new(&device, &b, &cases).classify(&stream, &[0; 32], n_cases, n_cases);
+    assert_eq!(rep[1], (np / 2) as u64, "first source out of range");
+    assert_eq!(rep[2], 1000, "first pair that is none of List 1's");
+    assert_eq!((rep[0], rep[3]), (u64::MAX, u64::MAX));
+    assert_eq!(got[np / 2], 0xFF);
+    assert_eq!((got[1000], got[np / 3]), (0xFF, 0xFF));
 }

@@ -991,10 +991,12 @@ typedef struct hipkern_list1_pair_report {
  * The first step of a plan built on the device: for every pair j of the
  * target rows target_begin .. target_end, pair_cases[j] = its case id
  * (bitwise the CPU's classification: the same rounded operations in the
- * same order; 0xFF for a pair that has none), and key_counts[key] += 1 for
- * its key = level_table[source level] · n_cases + case (< n_keys). What it
- * finds wrong goes to `report` (hipkern_list1_pair_report); a pair found
- * wrong is counted in no key. One kernel on `stream`.
+ * same order; 0xFF for a pair found wrong, and nothing written for the
+ * pairs of a bad target row), and key_counts[key] += 1 for its key =
+ * level_table[source level] · n_cases + case (< n_keys; level_table has
+ * HIPKERN_LIST1_MAX_LEVELS entries). What it finds wrong goes to `report`
+ * (hipkern_list1_pair_report); a pair found wrong is counted in no key.
+ * One kernel on `stream`.
  * Checks the tree's counts and pointers, the target range, 1 <= n_cases
  * <= 255 and n_keys >= 1, and returns HIPKERN_ERROR_INVALID_ARGUMENT
  * before launching anything; an empty range launches nothing.

@@ -252,7 +252,7 @@ pub mod internals {
     ) -> Result<List1DevicePlan> {
         evaluator.check_kernel(kernel)?;
         let _scope = evaluator.device.enter()?;
-        evaluator.plan_on_host(boxes, None, Some(kernel))
+        evaluator.plan_on_host(boxes, None, Some((kernel, "forced, on the host".into())))
     }
 
     /// The plan's pair cases, its grouped tiles and its chunks,

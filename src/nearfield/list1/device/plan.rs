@@ -418,7 +418,7 @@ impl List1Evaluator {
         let _scope = self.device.enter()?;
         match on_device {
             Some((kernel, reason)) => self.plan_on_device(boxes, values, kernel, reason),
-            None => self.plan_on_host(boxes, values, forced.map(|(k, _)| k)),
+            None => self.plan_on_host(boxes, values, forced),
         }
     }
 
@@ -429,7 +429,7 @@ impl List1Evaluator {
         &self,
         boxes: &List1Boxes<'_>,
         values: Option<&[f64]>,
-        forced: Option<List1Kernel>,
+        forced: Option<(List1Kernel, String)>,
     ) -> Result<List1DevicePlan> {
         let hp = self.meta.check(boxes, values)?;
         self.upload_plan(&hp, forced)
@@ -461,7 +461,7 @@ impl List1Evaluator {
     pub(super) fn upload_plan(
         &self,
         hp: &HostPairs<'_>,
-        forced: Option<List1Kernel>,
+        forced: Option<(List1Kernel, String)>,
     ) -> Result<List1DevicePlan> {
         let nq = self.meta.nq;
         let n_cases = self.meta.n_cases;
@@ -471,9 +471,9 @@ impl List1Evaluator {
         let source = |j: usize| hp.sources[j];
         let mut tiling: Option<TargetTiling> = None;
         let (kernel, reason) = match forced {
-            Some(k) => {
+            Some((k, reason)) => {
                 self.check_kernel(k)?;
-                (k, "forced".to_string())
+                (k, reason)
             }
             None => {
                 // The fast contract compares the lanes busy of its tilings'

@@ -27,6 +27,12 @@ const NONE: u64 = u64::MAX;
 /// The report's `first_*` fields, before `level_pairs`.
 const REPORT_FIRSTS: usize = 4;
 const MAX_LEVELS: usize = sys::HIPKERN_LIST1_MAX_LEVELS as usize;
+/// Chunks a device plan takes at most: each costs two launches and a row
+/// of key counts (n_keys, up to 2,919 with 3D per-level tables), so a
+/// scratch bound cut to a few targets a chunk would cost more than the
+/// host's grouping. The default bound (256 MiB) gives one chunk per
+/// 1.2 million pairs at `q^d = 27`.
+const MAX_DEVICE_CHUNKS: usize = 64;
 
 /// `hipkern_list1_pair_report` as u64 words: the firsts, then the pairs
 /// per level.
@@ -74,7 +80,8 @@ impl List1Evaluator {
             boxes.source_boxes.len(),
             meta.nq,
         );
-        let host = || self.plan_on_host(boxes, values, Some(kernel));
+        // The same kernel and reason, planned on the host.
+        let host = || self.plan_on_host(boxes, values, Some((kernel, reason.clone())));
         let max_level = boxes.levels.iter().copied().max().unwrap_or(0) as usize;
         // The level arrays do not depend on which levels the pairs use
         // (that decides only which levels are checked, below); tables that
@@ -102,6 +109,9 @@ impl List1Evaluator {
         } else {
             vec![(0..nt, 0..np)]
         };
+        if chunks.len() > MAX_DEVICE_CHUNKS {
+            return host();
+        }
         let tile_max = tile_capacity(nq);
         let box_levels: Vec<u8> = boxes.levels.iter().map(|&l| l as u8).collect();
         let scale: Vec<f64> = scalings.iter().map(|s| s.scale).collect();
@@ -135,7 +145,12 @@ impl List1Evaluator {
         let pair_cases = pack.reserve::<u8>(np);
         let tile_pairs = pack.reserve::<u32>(if grouped { np } else { 0 });
         let tile_meta = pack.reserve::<u32>(meta_bound);
-        let mut parts = pack.upload(&self.device, &self.plan_staging)?;
+        // The arrays come before the pairs are checked: where the device
+        // has not the memory, the host plans, so that its checks still
+        // name bad input first.
+        let Ok(mut parts) = pack.upload(&self.device, &self.plan_staging) else {
+            return host();
+        };
 
         let tree = sys::hipkern_list1_tree {
             dim: boxes.dim as i32,
