@@ -371,8 +371,21 @@ __device__ inline uint32_t look_back(const unsigned long long *status, int64_t t
 // keys_in/ids_in null: pass 0 (keys from the indices, ids the edge
 // positions). keys_out: the keys in the new order (the next pass's input,
 // or the row search's).
+// kPassBlocksPerSM: ptxas then fits the pass in 48 registers (58 when
+// unbounded, four blocks an SM; 20 bytes spill), and a fifth tile is in
+// flight on each SM while the others wait on barriers and the look-back.
+// On the H100 at E = 33.5 M the plan build took 1.624-1.637 ms against
+// 1.663-1.671 ms with four, in two calls (benches/RESULTS.md). NVIDIA
+// only: on AMD the second bound means waves per EU (docs/warp_size.md),
+// which ROCm's compiler cannot meet here (it warns and reaches two).
+#if defined(__HIP_PLATFORM_NVIDIA__)
+constexpr int kPassBlocksPerSM = 5;
+#define HIPKERN_PASS_BOUNDS __launch_bounds__(kPlanBlock, kPassBlocksPerSM)
+#else
+#define HIPKERN_PASS_BOUNDS __launch_bounds__(kPlanBlock)
+#endif
 template <typename I, typename M>
-__global__ __launch_bounds__(kPlanBlock) void plan_digit_pass(
+__global__ HIPKERN_PASS_BOUNDS void plan_digit_pass(
     KeySet<I, M> ks, const int32_t *__restrict__ keys_in, const int32_t *__restrict__ ids_in,
     int32_t *__restrict__ keys_out, int32_t *__restrict__ ids_out, const uint32_t *hist,
     unsigned long long *status, uint32_t *tile_counter, uint32_t epoch, int shift, int bits) {
