@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds what one GPU call needs to check and time List 1's kernels into
-# .device/l1 (stripped, about 37 MB: under the 64 MiB a device call
-# carries; each binary holds every kernel's device code): the list1 bench
-# and the List 1 device test binary, with a runner, .device/l1/run.sh, for
+# .device/l1 (stripped, about 6 MB a binary: under the 64 MiB a device
+# call carries; each binary holds every kernel's device code): the list1
+# bench and the List 1 device test binaries (plans on the device, every
+# kernel, the tiled entry point), with a runner, .device/l1/run.sh, for
 # the GPU machine (the CLI's device tests, tests/cli_nearfield_list1.rs,
 # need the program too and go in another call: scripts/device-tests.sh
 # builds them). If .device/before/list1 exists (an older build of the
@@ -29,8 +30,8 @@ cd "$ROOT"
 . "$ROOT/scripts/nvidia-build.sh"
 rm -rf .device/l1 && mkdir -p .device/l1
 cargo bench --no-run --bench list1 --message-format=json 2>/dev/null | copy_executables .device/l1 benches
-cargo test --release --no-run --test nearfield_list1_device \
-  --message-format=json 2>/dev/null | copy_executables .device/l1 tests
+cargo test --release --no-run --test nearfield_list1_device --test nearfield_list1_plan_device \
+  --test nearfield_list1_tiles --message-format=json 2>/dev/null | copy_executables .device/l1 tests
 strip .device/l1/list1 .device/l1/*-test
 git rev-parse --short HEAD > .device/l1/COMMIT 2>/dev/null || echo unknown > .device/l1/COMMIT
 if [ -x .device/before/list1 ]; then
@@ -61,7 +62,7 @@ configs="3d-q3-uniform,3d-q3-random,3d-q4-uniform,3d-q4-random,2d-q4-uniform,2d-
 after_s=160; before_s=0
 if [ -x before/list1 ] && [ "${HIPKERN_L1_BEFORE:-1}" != 0 ]; then before_s=120; fi
 if [ "${HIPKERN_L1_TESTS:-1}" != 0 ]; then
-  for t in nearfield_list1_device-test; do
+  for t in nearfield_list1_plan_device-test nearfield_list1_device-test nearfield_list1_tiles-test; do
     timeout "$(cap 240 $(( after_s + before_s )))" "./$t" --test-threads=1 > "$out/$t.txt" 2>&1
     echo "$t: rc $? at ${SECONDS} s: $(grep -E '^test result:' "$out/$t.txt" | tail -1)"
     grep -E 'panicked|FAILED|skipped' "$out/$t.txt" | sort | uniq -c | sort -rn | head -8
