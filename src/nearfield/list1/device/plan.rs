@@ -357,9 +357,11 @@ impl List1DevicePlan {
         self.displacement_pairs
     }
 
-    /// Bytes the plan uploaded (pairs, levels, per-level scalings, and the
-    /// kernel's groups or tiles; not the key matrices, which the device
-    /// expands).
+    /// Bytes of the plan's one allocation and its key matrices' index:
+    /// pairs, levels, per-level scalings and the kernel's groups or tiles
+    /// (a plan built on the device also holds the centres, targets and
+    /// case lookup it classified from, and the groups it wrote itself);
+    /// not the key matrices' values, which the device expands.
     pub fn upload_bytes(&self) -> usize {
         self.bytes
     }
