@@ -1075,7 +1075,7 @@ const _: () = {
         [::core::mem::offset_of!(hipkern_list1_pair_report, level_pairs) - 32usize];
 };
 unsafe extern "C" {
-    #[doc = " The first step of a plan built on the device: for every pair j of the\n target rows target_begin .. target_end, pair_cases[j] = its case id\n (bitwise the CPU's classification: the same rounded operations in the\n same order; 0xFF for a pair that has none), and key_counts[key] += 1 for\n its key = level_table[source level] · n_cases + case (< n_keys). What it\n finds wrong goes to `report` (hipkern_list1_pair_report); a pair found\n wrong is counted in no key. One kernel on `stream`.\n Checks the tree's counts and pointers, the target range, 1 <= n_cases\n <= 255 and n_keys >= 1, and returns HIPKERN_ERROR_INVALID_ARGUMENT\n before launching anything; an empty range launches nothing."]
+    #[doc = " The first step of a plan built on the device: for every pair j of the\n target rows target_begin .. target_end, pair_cases[j] = its case id\n (bitwise the CPU's classification: the same rounded operations in the\n same order; 0xFF for a pair found wrong, and nothing written for the\n pairs of a bad target row), and key_counts[key] += 1 for its key =\n level_table[source level] · n_cases + case (< n_keys; level_table has\n HIPKERN_LIST1_MAX_LEVELS entries). What it finds wrong goes to `report`\n (hipkern_list1_pair_report); a pair found wrong is counted in no key.\n One kernel on `stream`.\n Checks the tree's counts and pointers, the target range, 1 <= n_cases\n <= 255 and n_keys >= 1, and returns HIPKERN_ERROR_INVALID_ARGUMENT\n before launching anything; an empty range launches nothing."]
     pub fn hipkern_list1_classify_pairs(
         tree: *const hipkern_list1_tree,
         target_begin: i64,
