@@ -381,36 +381,16 @@ fn gpu_c_entry_points_with_many_keys_and_bad_arguments() {
     let host_cases = boxes.pairs().unwrap().cases;
     let n_cases = cases.len();
     let np = boxes.source_boxes.len();
-    let levels: Vec<u8> = t.levels().iter().map(|&l| l as u8).collect();
     // Table of level l: 40 + 3·l, so every key is beyond 4,096.
     let level_table: Vec<u32> = (0..32).map(|l| 40 + 3 * l).collect();
     let n_keys = (40 + 3 * 32) * n_cases;
     let up = |x: &[u32]| device.htod_copy(x).unwrap();
-    let centers = device.htod_copy(t.centers()).unwrap();
-    let lv = device.htod_copy(&levels).unwrap();
-    let tg = up(&targets);
-    let st = up(t.list1_starts());
-    let so = up(t.list1_sources());
-    let ci = device.htod_copy(cases.case_indices()).unwrap();
+    let dt = DeviceTree::new(&device, &boxes, &cases);
     let ltab = up(&level_table);
     let mut counts = device.alloc_zeroed::<u32>(n_keys).unwrap();
     let mut pc = device.htod_copy(&vec![0xEEu8; np]).unwrap();
-    let mut init = vec![u64::MAX; 4];
-    init.resize(36, 0);
-    let mut rep = device.htod_copy(&init).unwrap();
-    let tree_c = sys::hipkern_list1_tree {
-        dim: 3,
-        root_extent: t.root_extent(),
-        n_boxes: t.n_boxes() as i64,
-        n_targets: targets.len() as i64,
-        n_pairs: np as i64,
-        centers: centers.as_ptr(),
-        box_levels: lv.as_ptr(),
-        target_boxes: tg.as_ptr(),
-        source_starts: st.as_ptr(),
-        source_boxes: so.as_ptr(),
-        case_indices: ci.as_ptr(),
-    };
+    let mut rep = device.htod_copy(&report_init()).unwrap();
+    let tree_c = dt.raw();
     let s = stream.as_raw();
     let classify = |tr: &sys::hipkern_list1_tree,
                     a: i64,
@@ -585,6 +565,14 @@ fn gpu_c_entry_points_with_many_keys_and_bad_arguments() {
     }
 }
 
+/// A report before the first classification: the four firsts none, no
+/// pairs at any level (36 words).
+fn report_init() -> Vec<u64> {
+    let mut init = vec![u64::MAX; 4];
+    init.resize(36, 0);
+    init
+}
+
 /// A tree's arrays on the device, for the C entry points.
 struct DeviceTree {
     centers: hipkern::DeviceBuffer<f64>,
@@ -612,6 +600,23 @@ impl DeviceTree {
         }
     }
 
+    /// The tree as the C entry points take it (pointers into `self`).
+    fn raw(&self) -> sys::hipkern_list1_tree {
+        sys::hipkern_list1_tree {
+            dim: 3,
+            root_extent: self.root_extent,
+            n_boxes: self.n_boxes as i64,
+            n_targets: self.targets.len() as i64,
+            n_pairs: self.sources.len() as i64,
+            centers: self.centers.as_ptr(),
+            box_levels: self.levels.as_ptr(),
+            target_boxes: self.targets.as_ptr(),
+            source_starts: self.starts.as_ptr(),
+            source_boxes: self.sources.as_ptr(),
+            case_indices: self.case_indices.as_ptr(),
+        }
+    }
+
     /// Every row classified in one call with `level_table` and `n_keys`:
     /// the cases, the key counts and the report (36 words).
     fn classify(
@@ -627,22 +632,8 @@ impl DeviceTree {
         let lt = device.htod_copy(level_table).unwrap();
         let mut counts = device.alloc_zeroed::<u32>(n_keys).unwrap();
         let mut pc = device.htod_copy(&vec![0xEEu8; n_pairs]).unwrap();
-        let mut init = vec![u64::MAX; 4];
-        init.resize(36, 0);
-        let mut rep = device.htod_copy(&init).unwrap();
-        let tree = sys::hipkern_list1_tree {
-            dim: 3,
-            root_extent: self.root_extent,
-            n_boxes: self.n_boxes as i64,
-            n_targets: n_targets as i64,
-            n_pairs: n_pairs as i64,
-            centers: self.centers.as_ptr(),
-            box_levels: self.levels.as_ptr(),
-            target_boxes: self.targets.as_ptr(),
-            source_starts: self.starts.as_ptr(),
-            source_boxes: self.sources.as_ptr(),
-            case_indices: self.case_indices.as_ptr(),
-        };
+        let mut rep = device.htod_copy(&report_init()).unwrap();
+        let tree = self.raw();
         // SAFETY: every array sized for the tree it describes; the report
         // is 36 words, the counts n_keys.
         let rc = unsafe {

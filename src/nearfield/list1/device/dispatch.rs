@@ -83,15 +83,20 @@ pub(super) fn choose(
 /// kernels run faster, but their plans cost far more than they save on
 /// one evaluation.
 pub(super) fn choose_for_one_evaluation(n_modes: usize) -> (List1Kernel, String) {
-    let kernel = if n_modes > MAX_TILED_MODES {
-        List1Kernel::PerTarget
-    } else {
-        List1Kernel::Grouped
-    };
+    let kernel = exact_kernel(n_modes);
     (
         kernel,
         format!("one evaluation: {kernel}, whose plan the device builds (bitwise the CPU's)"),
     )
+}
+
+/// The exact contract's kernel: `grouped`, `per-target` beyond what it takes.
+fn exact_kernel(n_modes: usize) -> List1Kernel {
+    if n_modes > MAX_TILED_MODES {
+        List1Kernel::PerTarget
+    } else {
+        List1Kernel::Grouped
+    }
 }
 
 /// The kernel where the pairs play no part in the choice (`q^d` beyond
@@ -101,19 +106,16 @@ pub(super) fn choose_without_pairs(
     contract: List1Contract,
     n_modes: usize,
 ) -> Option<(List1Kernel, String)> {
-    if n_modes > MAX_TILED_MODES {
-        return Some((
+    match exact_kernel(n_modes) {
+        List1Kernel::PerTarget => Some((
             List1Kernel::PerTarget,
             format!("q^d = {n_modes} > {MAX_TILED_MODES}: only per-target takes it"),
-        ));
+        )),
+        k if contract == List1Contract::Exact => {
+            Some((k, "exact: the fastest bitwise kernel".into()))
+        }
+        _ => None,
     }
-    if contract == List1Contract::Exact {
-        return Some((
-            List1Kernel::Grouped,
-            "exact: the fastest bitwise kernel".into(),
-        ));
-    }
-    None
 }
 
 /// The fast contract's kernel for `q^d ≤` [`MAX_TILED_MODES`] (module docs).
