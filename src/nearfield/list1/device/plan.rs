@@ -367,6 +367,16 @@ impl List1DevicePlan {
     }
 }
 
+/// The per-level arrays of `hipkern_list1_pairs`: each level's factor,
+/// displacement factor and table.
+pub(super) fn level_arrays(scalings: &[LevelScaling]) -> (Vec<f64>, Vec<f64>, Vec<u32>) {
+    (
+        scalings.iter().map(|s| s.scale).collect(),
+        scalings.iter().map(|s| s.displacement).collect(),
+        scalings.iter().map(|s| s.table as u32).collect(),
+    )
+}
+
 /// The width of `kernel`'s tiles (the C ABI's `hipkern_list1_tile_targets`)
 /// and the sources a tile may stage: staged tiles are cut at their source
 /// bound, the others only by width.
@@ -537,9 +547,7 @@ impl List1Evaluator {
             tiling = Some(key_order().tile(source, width, bound));
         }
         let d = &self.device;
-        let scale: Vec<f64> = hp.scalings.iter().map(|s| s.scale).collect();
-        let disp: Vec<f64> = hp.scalings.iter().map(|s| s.displacement).collect();
-        let table: Vec<u32> = hp.scalings.iter().map(|s| s.table as u32).collect();
+        let (scale, disp, table) = level_arrays(&hp.scalings);
         // Counted only where some level has a displacement (2D Laplace).
         let displacement_pairs = if disp.iter().all(|&x| x == 0.0) {
             0

@@ -13,7 +13,7 @@
 //! (a few KB), the tiles' first slots go down, then the grouping runs and
 //! the plan waits for it (plans are synchronous).
 use super::parts::{Packing, Part};
-use super::plan::{DeviceGrouping, List1DevicePlan};
+use super::plan::{level_arrays, DeviceGrouping, List1DevicePlan};
 use super::{List1Evaluator, List1Kernel};
 use crate::nearfield::list1::{check_list1_boxes, check_source_values, shape_scalings, List1Boxes};
 use crate::nearfield::list1_grouping::{chunk_targets, cut_tiles, tile_capacity, GroupChunk};
@@ -114,9 +114,7 @@ impl List1Evaluator {
         }
         let tile_max = tile_capacity(nq);
         let box_levels: Vec<u8> = boxes.levels.iter().map(|&l| l as u8).collect();
-        let scale: Vec<f64> = scalings.iter().map(|s| s.scale).collect();
-        let disp: Vec<f64> = scalings.iter().map(|s| s.displacement).collect();
-        let table: Vec<u32> = scalings.iter().map(|s| s.table as u32).collect();
+        let (scale, disp, table) = level_arrays(&scalings);
         // The report, then each chunk's key counts (u32, two a word): one
         // array, so that one copy brings both back.
         let n_counts = chunks.len() * n_keys;
