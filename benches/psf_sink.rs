@@ -154,7 +154,15 @@ fn main() {
         );
         let mut rows: Vec<(&str, Row)> = Vec::new();
         let mut download_ms = 0.0;
-        for (label, mode, binning) in CONFIGS {
+        // HIPKERN_BENCH_CONFIGS=tile16,tile32 (comma-separated): only those
+        // configurations.
+        let configs = std::env::var("HIPKERN_BENCH_CONFIGS").ok();
+        let config_wanted = |name: &str| {
+            configs
+                .as_deref()
+                .is_none_or(|o| o.split(',').any(|x| x.trim() == name))
+        };
+        for (label, mode, binning) in CONFIGS.into_iter().filter(|c| config_wanted(c.0)) {
             // adaptive: the defaults; adaptive-spec: the original thresholds
             // (docs/design/psf.md#adaptive).
             let thresholds = if label == "adaptive-spec" {
@@ -285,6 +293,9 @@ fn main() {
             }
             rows.push((label, row));
         }
+        if rows.len() < CONFIGS.len() {
+            continue;
+        }
         let get = |l: &str| rows.iter().find(|(n, _)| *n == l).unwrap().1.wall.0;
         let better = get("atomic").min(get("tile16"));
         println!(
@@ -297,7 +308,11 @@ fn main() {
             (f.width * f.height * 24) as f64 / (download_ms * 1e-3) / 1e9
         );
     }
-    for name in ["dense", "ordinary"].into_iter().filter(|n| wanted(n)) {
+    let all_configs = std::env::var_os("HIPKERN_BENCH_CONFIGS").is_none();
+    for name in ["dense", "ordinary"]
+        .into_iter()
+        .filter(|n| all_configs && wanted(n))
+    {
         frames(&device, &cache, name);
     }
 }
