@@ -268,9 +268,9 @@ __global__ void __launch_bounds__(kCheckBlock)
   __shared__ int32_t s_n[kGroupsPerBlock];
   __shared__ int32_t s_px_lo[kGroupsPerBlock], s_px_hi[kGroupsPerBlock];
   __shared__ int32_t s_py_lo[kGroupsPerBlock], s_py_hi[kGroupsPerBlock];
-  // The block's counts, added to the chunk's once per block: one global
-  // atomic per event on the same few words cost most of this kernel's
-  // 47 us a chunk on the H100 (dense fixture).
+  // The block's counts, added to the chunk's once per block: with one
+  // global atomic per event on the same few words this kernel took 47 us
+  // a dense chunk on the H100, 29 us without.
   __shared__ unsigned long long s_count[5];  // placed, outside, contributions, centre events, tiles
   if (*report != kNone) return;  // the same for every thread: before any barrier
   const int g = static_cast<int>(threadIdx.x) / kEventGroup;
@@ -448,24 +448,23 @@ __device__ uint64_t block_exclusive_scan(uint64_t v, uint64_t *buf, uint64_t *to
   return inclusive - v;
 }
 
-// The same for N values per thread at once (one barrier per step for all
-// of them), in place: v[j] becomes thread t's exclusive prefix of value j,
-// total[j] the sum. On the H100 four single scans took 22 us of the dense
-// fixture's 160 us of binning a chunk.
-template <int N>
-__device__ void block_exclusive_scan_n(uint64_t v[N], uint64_t (*buf)[kScanBlock],
-                                       uint64_t total[N]) {
+// The same for four values per thread at once (one barrier per step for
+// all four), in place: v[j] becomes thread t's exclusive prefix of value
+// j, total[j] the sum (four single scans: 22 us a dense chunk on the
+// H100; this one 21 us, the block's serial tile loops being most of it).
+__device__ void block_exclusive_scan4(uint64_t v[4], uint64_t (*buf)[kScanBlock],
+                                      uint64_t total[4]) {
   const unsigned t = threadIdx.x;
-  for (int j = 0; j < N; ++j) buf[j][t] = v[j];
+  for (int j = 0; j < 4; ++j) buf[j][t] = v[j];
   __syncthreads();
   for (unsigned off = 1; off < blockDim.x; off <<= 1) {
-    uint64_t add[N];
-    for (int j = 0; j < N; ++j) add[j] = t >= off ? buf[j][t - off] : 0;
+    uint64_t add[4];
+    for (int j = 0; j < 4; ++j) add[j] = t >= off ? buf[j][t - off] : 0;
     __syncthreads();
-    for (int j = 0; j < N; ++j) buf[j][t] += add[j];
+    for (int j = 0; j < 4; ++j) buf[j][t] += add[j];
     __syncthreads();
   }
-  for (int j = 0; j < N; ++j) {
+  for (int j = 0; j < 4; ++j) {
     total[j] = buf[j][blockDim.x - 1];
     v[j] = buf[j][t] - v[j];
   }
@@ -481,38 +480,31 @@ __global__ void __launch_bounds__(kScanBlock)
                   uint64_t references_capacity, uint64_t tasks_capacity,
                   uint64_t partial_slots_capacity, hipkern_psf_bin_totals *totals,
                   const unsigned long long *report) {
-  __shared__ uint64_t buf[5][kScanBlock];
+  __shared__ uint64_t buf[4][kScanBlock];
+  __shared__ uint64_t longest[kScanBlock];
   if (*report != kNone) return;
   const unsigned t = threadIdx.x;
   const uint32_t per = (n_tiles + kScanBlock - 1) / kScanBlock;
   const uint32_t first = t * per < n_tiles ? t * per : n_tiles;
   const uint32_t last = first + per < n_tiles ? first + per : n_tiles;
-  // Tasks in three runs, each in tile order: every tile's first segment,
-  // then the later full segments, then the later short ones (a list's
-  // last). So the sort and the merge, which work on first segments, find
-  // theirs in the grid's first blocks, and the accumulation's last blocks
-  // are its shortest tasks instead of whole segments that leave most of
-  // the device idle at the end.
-  uint64_t refs = 0, slots = 0, firsts = 0, fulls = 0, shorts = 0, top = 0;
+  uint64_t refs = 0, ntasks = 0, slots = 0, occupied = 0, top = 0;
   for (uint32_t i = first; i < last; ++i) {
     const uint64_t n = tile_ends[i];
     refs += n;
-    if (n > kSegment) {
-      slots += tasks_of(n);
-      fulls += n / kSegment - 1;
-      shorts += n % kSegment != 0;
-    }
-    firsts += n > 0;
+    ntasks += tasks_of(n);
+    if (n > kSegment) slots += tasks_of(n);
+    if (n > 0) ++occupied;
     if (n > top) top = n;
   }
-  uint64_t at[5] = {refs, slots, firsts, fulls, shorts}, sum[5];
-  block_exclusive_scan_n<5>(at, buf, sum);
-  const uint64_t total_refs = sum[0], total_slots = sum[1], total_occupied = sum[2];
-  const uint64_t total_tasks = sum[2] + sum[3] + sum[4];
-  buf[0][t] = top;
+  uint64_t first_of[4] = {refs, ntasks, slots, occupied}, totals_of[4];
+  block_exclusive_scan4(first_of, buf, totals_of);
+  const uint64_t ref0 = first_of[0], task0 = first_of[1], slot0 = first_of[2];
+  const uint64_t total_refs = totals_of[0], total_tasks = totals_of[1];
+  const uint64_t total_slots = totals_of[2], total_occupied = totals_of[3];
+  longest[t] = top;
   __syncthreads();
   for (unsigned off = kScanBlock / 2; off > 0; off >>= 1) {
-    if (t < off && buf[0][t + off] > buf[0][t]) buf[0][t] = buf[0][t + off];
+    if (t < off && longest[t + off] > longest[t]) longest[t] = longest[t + off];
     __syncthreads();
   }
   uint64_t overflow = 0;
@@ -525,12 +517,11 @@ __global__ void __launch_bounds__(kScanBlock)
     totals->tasks = total_tasks;
     totals->partial_slots = total_slots;
     totals->occupied_tiles = total_occupied;
-    totals->longest_list = buf[0][0];
+    totals->longest_list = longest[0];
     totals->overflow = overflow;
   }
   if (overflow) return;  // nothing past the check is written
-  uint64_t ref = at[0], slot = at[1];
-  uint64_t next_first = at[2], next_full = sum[2] + at[3], next_short = sum[2] + sum[3] + at[4];
+  uint64_t ref = ref0, task = task0, slot = slot0;
   for (uint32_t i = first; i < last; ++i) {
     const uint64_t n = tile_ends[i];
     tile_ends[i] = static_cast<uint32_t>(ref);  // the scatter's cursor
@@ -544,10 +535,10 @@ __global__ void __launch_bounds__(kScanBlock)
       tk.partial = m > 1 ? static_cast<uint32_t>(slot + seg) : kDirectTask;
       tk.segment = static_cast<uint32_t>(seg);
       tk.segments = static_cast<uint32_t>(m);
-      const uint64_t task = seg == 0 ? next_first++ : left >= kSegment ? next_full++ : next_short++;
-      tasks[task] = tk;
+      tasks[task + seg] = tk;
     }
     ref += n;
+    task += m;
     if (m > 1) slot += m;
   }
 }
