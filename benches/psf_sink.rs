@@ -23,12 +23,21 @@
 //! Also: the pinned download of the image alone, the device's copy
 //! bandwidth, and a stream of frames with waited against overlapped
 //! downloads (`end_frame`). Ratios against atomic (the peer) are from the same run.
+//!
+//! With HIPKERN_PSF_TORCH_PEER naming scripts/psf_torch_peer.py (and a
+//! python3 with torch and numpy), each fixture's cached events are also
+//! splatted by torch, the same model written the torch way (stamps
+//! gathered whole, blended, masked by the support, `index_add_`), on the
+//! same device in the same run: its time (CUDA events, events and stamps
+//! already on the device), its image checked against the CPU sink of the
+//! same events, and tile32's kernels against it.
 use hipkern::psf::fixtures::{self, FIXTURE_NAMES};
 use hipkern::psf::{
     AdaptiveThresholds, Binning, ChunkMode, CpuSink, DeviceSink, MoffatPsf, PsfCache, SinkMode,
     SinkTimings, StarEvent,
 };
 use hipkern::Device;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -120,6 +129,12 @@ fn main() {
     // HIPKERN_BENCH_FIXTURES=boundary,dense (comma-separated): only those
     // fixtures (and the frames of those of them that have frames rows).
     let only = std::env::var("HIPKERN_BENCH_FIXTURES").ok();
+    let mut torch_peer = std::env::var_os("HIPKERN_PSF_TORCH_PEER").map(|script| TorchPeer {
+        script: PathBuf::from(script),
+        dir: std::env::temp_dir().join(format!("hipkern-psf-peer-{}", std::process::id())),
+        cache: cache.clone(),
+        stamps_written: false,
+    });
     let wanted = |name: &str| {
         only.as_deref()
             .is_none_or(|o| o.split(',').any(|x| x.trim() == name))
@@ -293,6 +308,13 @@ fn main() {
             }
             rows.push((label, row));
         }
+        if let Some(peer) = torch_peer.as_mut() {
+            let tile32 = rows
+                .iter()
+                .find(|(n, _)| *n == "tile32")
+                .map(|r| r.1.kernels);
+            peer.run(name, &f, &cached_only, (!routed).then_some(&cpu), tile32);
+        }
         if rows.len() < CONFIGS.len() {
             continue;
         }
@@ -375,4 +397,146 @@ fn frames(device: &Device, cache: &Arc<PsfCache>, name: &str) {
             "NO"
         }
     );
+}
+
+/// The torch stamp splat (scripts/psf_torch_peer.py) of one fixture's cached
+/// events, through raw float64 files in a folder of its own.
+struct TorchPeer {
+    script: PathBuf,
+    dir: PathBuf,
+    cache: Arc<PsfCache>,
+    stamps_written: bool,
+}
+
+impl TorchPeer {
+    /// Runs the peer on `cached` (the fixture's events that fit the cache),
+    /// checks its image against the CPU sink of the same events (`cpu`: the
+    /// fixture's own, when all its events are cached) and prints its time
+    /// beside tile32's kernels. Any failure is printed, not raised: the peer
+    /// is optional.
+    fn run(
+        &mut self,
+        name: &str,
+        f: &fixtures::Fixture,
+        cached: &[StarEvent],
+        cpu: Option<&CpuSink>,
+        tile32_kernels: Option<f64>,
+    ) {
+        match self.try_run(name, f, cached, cpu) {
+            Ok((ms, min, max, verdict)) => {
+                let ratio = tile32_kernels
+                    .map(|k| format!("; torch / tile32 kernels {:.2}x", ms / k))
+                    .unwrap_or_default();
+                println!(
+                    "torch splat   {ms:>9.3} {min:>8.3}..{max:>8.3}  (torch stamp splat of the {} cached events, GPU time, median){ratio}; check {verdict}",
+                    cached.len()
+                );
+            }
+            Err(e) => println!("torch splat   not run: {e}"),
+        }
+    }
+
+    fn try_run(
+        &mut self,
+        name: &str,
+        f: &fixtures::Fixture,
+        cached: &[StarEvent],
+        cpu: Option<&CpuSink>,
+    ) -> Result<(f64, f64, f64, &'static str), String> {
+        std::fs::create_dir_all(&self.dir).map_err(|e| format!("{}: {e}", self.dir.display()))?;
+        let stamps = self.dir.join("stamps.f64");
+        if !self.stamps_written {
+            write_f64(&stamps, self.cache.stamps())?;
+            self.stamps_written = true;
+        }
+        let events = self.dir.join(format!("{name}.f64"));
+        let flat: Vec<f64> = cached
+            .iter()
+            .flat_map(|e| [e.x, e.y, e.flux, e.r, e.g, e.b, e.support])
+            .collect();
+        write_f64(&events, &flat)?;
+        let (image, json) = (
+            self.dir.join(format!("{name}-image.f64")),
+            self.dir.join(format!("{name}.json")),
+        );
+        let out = std::process::Command::new("python3")
+            .arg(&self.script)
+            .args(["--stamps", &stamps.display().to_string()])
+            .args(["--phases", &self.cache.phases().to_string()])
+            .args(["--events", &events.display().to_string()])
+            .args([
+                "--width",
+                &f.width.to_string(),
+                "--height",
+                &f.height.to_string(),
+            ])
+            .args(["--image", &image.display().to_string()])
+            .args(["--json", &json.display().to_string()])
+            .output()
+            .map_err(|e| format!("python3: {e}"))?;
+        if !out.status.success() {
+            let err = String::from_utf8_lossy(&out.stderr);
+            return Err(format!(
+                "the peer failed ({}): {}",
+                out.status,
+                err.lines().last().unwrap_or("")
+            ));
+        }
+        let rec = std::fs::read_to_string(&json).map_err(|e| format!("{}: {e}", json.display()))?;
+        let field = |k: &str| json_number(&rec, k).ok_or(format!("no {k} in {}", json.display()));
+        let (ms, min, max) = (field("median_ms")?, field("min_ms")?, field("max_ms")?);
+        let bytes = std::fs::read(&image).map_err(|e| format!("{}: {e}", image.display()))?;
+        let data: Vec<f64> = bytes
+            .chunks_exact(8)
+            .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        let got = hipkern::psf::HdrImage::from_data(f.width, f.height, data)
+            .map_err(|e| format!("the peer's image: {e}"))?;
+        let own;
+        let reference = match cpu {
+            Some(c) => c.image(),
+            // The fixture has events beyond the stamps: the peer's reference
+            // is the CPU sink of the cached ones alone.
+            None => {
+                let mut c = CpuSink::parallel(self.cache.clone(), f.width, f.height, 0)
+                    .map_err(|e| e.to_string())?;
+                c.accumulate(cached).map_err(|e| e.to_string())?;
+                own = c;
+                own.image()
+            }
+        };
+        let verdict = match got
+            .compare(reference)
+            .map_err(|e| e.to_string())?
+            .accept(1e-10)
+        {
+            Ok(()) => "ok",
+            Err(_) => "FAILED",
+        };
+        for p in [&events, &image, &json] {
+            let _ = std::fs::remove_file(p);
+        }
+        Ok((ms, min, max, verdict))
+    }
+}
+
+impl Drop for TorchPeer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn write_f64(path: &Path, values: &[f64]) -> Result<(), String> {
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// The number after `"key":` in a flat JSON record.
+fn json_number(rec: &str, key: &str) -> Option<f64> {
+    let at = rec.find(&format!("\"{key}\""))? + key.len() + 2;
+    let rest = rec[at..].trim_start().strip_prefix(':')?.trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_ascii_digit() || "+-.eE".contains(c)))
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
 }

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the benchmarks for the nvidia platform into .device/benches with a
 # runner, .device/run-benches.sh, for the GPU machine: it runs the torch
-# peer first (same GPU, same session), then every bench (force_assembly,
-# list1, psf_sink), and writes under $HIPKERN_BENCH_OUT (default
+# peer of force assembly first (same GPU, same session), then every bench
+# (force_assembly, list1, psf_sink: this one runs its own torch peer,
+# scripts/psf_torch_peer.py, fixture by fixture), and writes under $HIPKERN_BENCH_OUT (default
 # .device/out) each bench's output and RESULTS-rows.md, the dated sections
 # (GPU, driver, commit) for benches/RESULTS.md.
 #
@@ -34,7 +35,7 @@ fi
 . "$ROOT/scripts/nvidia-build.sh"
 rm -rf .device/benches && mkdir -p .device/benches
 cargo bench --no-run --message-format=json 2>/dev/null | copy_executables .device/benches benches
-cp scripts/force_torch_peer.py .device/benches/
+cp scripts/force_torch_peer.py scripts/psf_torch_peer.py .device/benches/
 # The commit the benches were built from, for the RESULTS.md rows.
 git rev-parse --short HEAD > .device/benches/COMMIT 2>/dev/null || echo unknown > .device/benches/COMMIT
 cat > .device/run-benches.sh <<'RUN'
@@ -46,6 +47,8 @@ set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 out="${HIPKERN_BENCH_OUT:-$PWD/out}"; mkdir -p "$out"; export HIPKERN_BENCH_OUT="$out"
 python3 benches/force_torch_peer.py "$out/force_torch_peer.json" && export HIPKERN_TORCH_PEER_JSON="$out/force_torch_peer.json"
+# The PSF bench runs its torch stamp splat itself, fixture by fixture.
+export HIPKERN_PSF_TORCH_PEER="$PWD/benches/psf_torch_peer.py"
 gpu="$(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader 2>/dev/null | head -1)"
 gpu="${gpu:-unknown GPU}"; commit="$(cat benches/COMMIT 2>/dev/null || echo unknown)"
 rows="$out/RESULTS-rows.md"; : > "$rows"
