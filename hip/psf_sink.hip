@@ -231,11 +231,13 @@ constexpr int kEventGroup = 32;
 constexpr int kGroupsPerBlock = static_cast<int>(kCheckBlock) / kEventGroup;
 static_assert(kCheckBlock % kEventGroup == 0, "whole event groups per block");
 static_assert(kRowSlots % kEventGroup == 0, "every thread of a group takes as many rows");
-// Tile columns one row band of an event reaches at most: 95 px at tile 16.
+// Tile columns one row band of an event reaches at most: 95 px at tile 16,
+// the smallest tile the entry points take (16 and 32).
 constexpr int kBandColumns = 8;
 static_assert((2 * HIPKERN_PSF_CACHE_RADIUS + 16 - 1) / 16 + 1 <= kBandColumns,
               "a band's columns fit kBandColumns");
-static_assert(HIPKERN_PSF_MAX_CHUNK_EVENTS / kGroupsPerBlock <= kMaxBlocks,
+static_assert((HIPKERN_PSF_MAX_CHUNK_EVENTS + kGroupsPerBlock - 1) / kGroupsPerBlock <=
+                  kMaxBlocks,
               "one block per kGroupsPerBlock events of a chunk");
 
 struct Prepared {
@@ -309,7 +311,7 @@ __global__ void __launch_bounds__(kCheckBlock)
         const int64_t a = ax + lo < 0 ? 0 : ax + lo;
         const int64_t b = ax + hi > width - 1 ? width - 1 : ax + hi;
         if (py >= 0 && py < height && a <= b) {
-          // In the image: a, b and py fit int32 (sides are at most 2^20).
+          // a, b and py are clamped into the image, whose sides are int32.
           n += static_cast<int32_t>(b - a + 1);
           if (py < py_lo) py_lo = static_cast<int32_t>(py);
           if (py > py_hi) py_hi = static_cast<int32_t>(py);
@@ -336,7 +338,7 @@ __global__ void __launch_bounds__(kCheckBlock)
       const int t = (static_cast<int>(floor(y)) / kCentreTile) * ntx +
                     static_cast<int>(floor(x)) / kCentreTile;
       atomicAdd(&s_count[3], 1ull);
-      if (centre_marks[t] != census_serial &&
+      if (*static_cast<volatile uint32_t *>(&centre_marks[t]) != census_serial &&
           atomicExch(&centre_marks[t], census_serial) != census_serial)
         atomicAdd(&s_count[4], 1ull);
     }
