@@ -23,6 +23,9 @@ use hipkern::rng::SplitMix64;
 use hipkern::{Device, Stream};
 use std::time::Instant;
 
+#[path = "common/peer_json.rs"]
+mod peer_json;
+
 const REPS: usize = 30;
 const WARMUP: usize = 5;
 
@@ -101,10 +104,10 @@ fn main() {
         .unwrap()
     });
     println!("two empty launches: {launch_ms:.4} ms");
-    let torch: Option<serde_like::Peer> = std::env::var("HIPKERN_TORCH_PEER_JSON")
+    let torch: Option<peer_json::Peer> = std::env::var("HIPKERN_TORCH_PEER_JSON")
         .ok()
         .and_then(|p| std::fs::read_to_string(p).ok())
-        .map(|s| serde_like::parse(&s));
+        .map(|s| peer_json::parse(&s));
 
     // d-lattice: d's centres and edges per centre on a lattice, neighbours
     // spatially near in index as in an MD code that sorts its atoms
@@ -387,28 +390,4 @@ fn lattice_edges(per: usize) -> (Vec<i32>, Vec<i32>) {
         }
     }
     (src, dst)
-}
-
-/// The peer script writes `{"a": ms, "b": ms, ...}`; this reads that much.
-mod serde_like {
-    pub struct Peer(Vec<(String, f64)>);
-    impl Peer {
-        pub fn get(&self, k: &str) -> Option<f64> {
-            self.0.iter().find(|(n, _)| n == k).map(|(_, v)| *v)
-        }
-    }
-    pub fn parse(s: &str) -> Peer {
-        let body = s.trim().trim_start_matches('{').trim_end_matches('}');
-        Peer(
-            body.split(',')
-                .filter_map(|kv| {
-                    let (k, v) = kv.split_once(':')?;
-                    Some((
-                        k.trim().trim_matches('"').to_string(),
-                        v.trim().parse().ok()?,
-                    ))
-                })
-                .collect(),
-        )
-    }
 }

@@ -41,6 +41,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+#[path = "common/peer_json.rs"]
+mod peer_json;
+
 const WARMUP: usize = 2;
 const REPS: usize = 15;
 
@@ -483,7 +486,8 @@ impl TorchPeer {
             ));
         }
         let rec = std::fs::read_to_string(&json).map_err(|e| format!("{}: {e}", json.display()))?;
-        let field = |k: &str| json_number(&rec, k).ok_or(format!("no {k} in {}", json.display()));
+        let rec = peer_json::parse(&rec);
+        let field = |k: &str| rec.get(k).ok_or(format!("no {k} in {}", json.display()));
         let (ms, min, max) = (field("median_ms")?, field("min_ms")?, field("max_ms")?);
         let bytes = std::fs::read(&image).map_err(|e| format!("{}: {e}", image.display()))?;
         let data: Vec<f64> = bytes
@@ -529,14 +533,4 @@ impl Drop for TorchPeer {
 fn write_f64(path: &Path, values: &[f64]) -> Result<(), String> {
     let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
     std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
-}
-
-/// The number after `"key":` in a flat JSON record.
-fn json_number(rec: &str, key: &str) -> Option<f64> {
-    let at = rec.find(&format!("\"{key}\""))? + key.len() + 2;
-    let rest = rec[at..].trim_start().strip_prefix(':')?.trim_start();
-    let end = rest
-        .find(|c: char| !(c.is_ascii_digit() || "+-.eE".contains(c)))
-        .unwrap_or(rest.len());
-    rest[..end].parse().ok()
 }
