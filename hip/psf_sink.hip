@@ -432,43 +432,27 @@ __global__ void __launch_bounds__(kCheckBlock)
                 [&](uint32_t t) { atomicAdd(&tile_ends[t], 1u); });
 }
 
-// Exclusive scan of kScanBlock values in shared memory (Hillis–Steele);
-// every thread calls it; returns thread t's exclusive prefix, *total the sum.
-__device__ uint64_t block_exclusive_scan(uint64_t v, uint64_t *buf, uint64_t *total) {
-  const unsigned t = threadIdx.x;
-  buf[t] = v;
+// Exclusive scan of N values per thread over the block, in shared memory
+// (Hillis–Steele, one barrier per step for all N); every thread calls it.
+// buf holds N × blockDim.x values; in place, v[j] becomes thread t's
+// exclusive prefix of value j, total[j] the sum. (The scan kernel's four
+// single scans took 22 us a dense chunk on the H100; four at once, 21 us:
+// the block's serial tile loops are most of it.)
+template <int N>
+__device__ void block_exclusive_scan(uint64_t v[N], uint64_t *buf, uint64_t total[N]) {
+  const unsigned t = threadIdx.x, n = blockDim.x;
+  for (int j = 0; j < N; ++j) buf[j * n + t] = v[j];
   __syncthreads();
-  for (unsigned off = 1; off < blockDim.x; off <<= 1) {
-    const uint64_t add = t >= off ? buf[t - off] : 0;
+  for (unsigned off = 1; off < n; off <<= 1) {
+    uint64_t add[N];
+    for (int j = 0; j < N; ++j) add[j] = t >= off ? buf[j * n + t - off] : 0;
     __syncthreads();
-    buf[t] += add;
+    for (int j = 0; j < N; ++j) buf[j * n + t] += add[j];
     __syncthreads();
   }
-  const uint64_t inclusive = buf[t];
-  *total = buf[blockDim.x - 1];
-  __syncthreads();
-  return inclusive - v;
-}
-
-// The same for four values per thread at once (one barrier per step for
-// all four), in place: v[j] becomes thread t's exclusive prefix of value
-// j, total[j] the sum (four single scans: 22 us a dense chunk on the
-// H100; this one 21 us, the block's serial tile loops being most of it).
-__device__ void block_exclusive_scan4(uint64_t v[4], uint64_t (*buf)[kScanBlock],
-                                      uint64_t total[4]) {
-  const unsigned t = threadIdx.x;
-  for (int j = 0; j < 4; ++j) buf[j][t] = v[j];
-  __syncthreads();
-  for (unsigned off = 1; off < blockDim.x; off <<= 1) {
-    uint64_t add[4];
-    for (int j = 0; j < 4; ++j) add[j] = t >= off ? buf[j][t - off] : 0;
-    __syncthreads();
-    for (int j = 0; j < 4; ++j) buf[j][t] += add[j];
-    __syncthreads();
-  }
-  for (int j = 0; j < 4; ++j) {
-    total[j] = buf[j][blockDim.x - 1];
-    v[j] = buf[j][t] - v[j];
+  for (int j = 0; j < N; ++j) {
+    total[j] = buf[j * n + n - 1];
+    v[j] = buf[j * n + t] - v[j];
   }
   __syncthreads();
 }
@@ -482,7 +466,7 @@ __global__ void __launch_bounds__(kScanBlock)
                   uint64_t references_capacity, uint64_t tasks_capacity,
                   uint64_t partial_slots_capacity, hipkern_psf_bin_totals *totals,
                   const unsigned long long *report) {
-  __shared__ uint64_t buf[4][kScanBlock];
+  __shared__ uint64_t buf[4 * kScanBlock];
   __shared__ uint64_t longest[kScanBlock];
   if (*report != kNone) return;
   const unsigned t = threadIdx.x;
@@ -499,7 +483,7 @@ __global__ void __launch_bounds__(kScanBlock)
     if (n > top) top = n;
   }
   uint64_t first_of[4] = {refs, ntasks, slots, occupied}, totals_of[4];
-  block_exclusive_scan4(first_of, buf, totals_of);
+  block_exclusive_scan<4>(first_of, buf, totals_of);
   const uint64_t ref0 = first_of[0], task0 = first_of[1], slot0 = first_of[2];
   const uint64_t total_refs = totals_of[0], total_tasks = totals_of[1];
   const uint64_t total_slots = totals_of[2], total_occupied = totals_of[3];
@@ -597,8 +581,9 @@ __global__ void __launch_bounds__(kSortBlock)
   __syncthreads();
   uint32_t mine = 0;
   for (int w = 0; w < kPer; ++w) mine += __popc(mask[t * kPer + w]);
-  uint64_t total;
-  uint64_t at = block_exclusive_scan(mine, buf, &total);
+  uint64_t scanned[1] = {mine}, total[1];
+  block_exclusive_scan<1>(scanned, buf, total);
+  uint64_t at = scanned[0];
   for (int w = 0; w < kPer; ++w) {
     uint32_t bits = mask[t * kPer + w];
     while (bits) {
