@@ -129,20 +129,22 @@ fn main() {
          to pinned memory); kernels = bin + accumulate + atomic device time (+ host binning); \
          median of {REPS} after {WARMUP} warm-ups"
     );
-    // HIPKERN_BENCH_FIXTURES=boundary,dense (comma-separated): only those
-    // fixtures (and the frames of those of them that have frames rows).
-    let only = std::env::var("HIPKERN_BENCH_FIXTURES").ok();
+    // HIPKERN_BENCH_FIXTURES=boundary,dense: only those fixtures (and the
+    // frames of those of them that have frames rows);
+    // HIPKERN_BENCH_CONFIGS=tile16,tile32: only those configurations, and
+    // no frames.
+    let fixtures_listed = Only::from_env("HIPKERN_BENCH_FIXTURES");
+    let configs_listed = Only::from_env("HIPKERN_BENCH_CONFIGS");
     let mut torch_peer = std::env::var_os("HIPKERN_PSF_TORCH_PEER").map(|script| TorchPeer {
         script: PathBuf::from(script),
         dir: std::env::temp_dir().join(format!("hipkern-psf-peer-{}", std::process::id())),
         cache: cache.clone(),
         stamps_written: false,
     });
-    let wanted = |name: &str| {
-        only.as_deref()
-            .is_none_or(|o| o.split(',').any(|x| x.trim() == name))
-    };
-    for name in FIXTURE_NAMES.into_iter().filter(|n| wanted(n)) {
+    for name in FIXTURE_NAMES
+        .into_iter()
+        .filter(|n| fixtures_listed.allows(n))
+    {
         let f = fixtures::fixture(name).unwrap();
         let routed = !f.events.iter().all(|e| PsfCache::fits(e.x, e.y, e.support));
         let cached_only: Vec<StarEvent> = f
@@ -172,15 +174,7 @@ fn main() {
         );
         let mut rows: Vec<(&str, Row)> = Vec::new();
         let mut download_ms = 0.0;
-        // HIPKERN_BENCH_CONFIGS=tile16,tile32 (comma-separated): only those
-        // configurations.
-        let configs = std::env::var("HIPKERN_BENCH_CONFIGS").ok();
-        let config_wanted = |name: &str| {
-            configs
-                .as_deref()
-                .is_none_or(|o| o.split(',').any(|x| x.trim() == name))
-        };
-        for (label, mode, binning) in CONFIGS.into_iter().filter(|c| config_wanted(c.0)) {
+        for (label, mode, binning) in CONFIGS.into_iter().filter(|c| configs_listed.allows(c.0)) {
             // adaptive: the defaults; adaptive-spec: the original thresholds
             // (docs/design/psf.md#adaptive).
             let thresholds = if label == "adaptive-spec" {
@@ -333,10 +327,9 @@ fn main() {
             (f.width * f.height * 24) as f64 / (download_ms * 1e-3) / 1e9
         );
     }
-    let all_configs = std::env::var_os("HIPKERN_BENCH_CONFIGS").is_none();
     for name in ["dense", "ordinary"]
         .into_iter()
-        .filter(|n| all_configs && wanted(n))
+        .filter(|n| configs_listed.0.is_none() && fixtures_listed.allows(n))
     {
         frames(&device, &cache, name);
     }
@@ -400,6 +393,22 @@ fn frames(device: &Device, cache: &Arc<PsfCache>, name: &str) {
             "NO"
         }
     );
+}
+
+/// A comma-separated list of names from an environment variable; unset:
+/// every name.
+struct Only(Option<String>);
+
+impl Only {
+    fn from_env(var: &str) -> Self {
+        Only(std::env::var(var).ok())
+    }
+
+    fn allows(&self, name: &str) -> bool {
+        self.0
+            .as_deref()
+            .is_none_or(|o| o.split(',').any(|x| x.trim() == name))
+    }
 }
 
 /// The torch stamp splat (scripts/psf_torch_peer.py) of one fixture's cached
