@@ -22,7 +22,9 @@ warm-ups, median of the runs.
 import argparse
 import json
 import sys
+import time
 
+import numpy as np
 import torch
 
 RADIUS = 47
@@ -87,7 +89,6 @@ def main():
     ap.add_argument("--runs", type=int, default=7)
     a = ap.parse_args()
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    import numpy as np
     stamps_np = np.fromfile(a.stamps, dtype="<f8")
     n_stamps = (a.phases + 1) ** 2
     if stamps_np.size != n_stamps * SIDE * SIDE:
@@ -114,7 +115,6 @@ def main():
             t1.synchronize()
             ms = t0.elapsed_time(t1)
         else:
-            import time
             s0 = time.perf_counter()
             run()
             ms = (time.perf_counter() - s0) * 1e3
