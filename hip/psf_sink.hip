@@ -191,37 +191,38 @@ __global__ void __launch_bounds__(kSplatBlock)
 //                 offset, blend weights, colour products, the 95 per-row
 //                 column spans (offsets, int8) and the bounding box of its
 //                 in-image pixels; the contribution counters and the
-//                 centre-tile census of the adaptive mode.
-//   psf_tile_count  one event group per event, its threads taking its
-//                 tiles: +1 on every tile its support reaches (per tile row
-//                 band: the widest row of the band, since the spans are
-//                 nested about row 0).
+//                 centre-tile census of the adaptive mode. With device
+//                 lists, the group's threads then take its tiles: +1 on
+//                 every tile its support reaches (per tile row band: the
+//                 widest row of the band, since the spans are nested about
+//                 row 0).
 //   psf_tile_scan one block: exclusive scan of the counts into list starts,
 //                 the totals, the capacity check, and the tasks (a tile's
 //                 list in segments of <= kSegment references; a tile with
 //                 one segment writes its pixels directly, the others write
 //                 partial sums into their own slots).
-//   psf_tile_scatter  as psf_tile_count: the event's index into each tile's
+//   psf_tile_scatter  one event group per event, its tiles as prepare counts
+//                 them: the event's index into each tile's
 //                 list through the start (used as a cursor; afterwards it
 //                 holds the list's end).
-//   psf_tile_sort one block per tile: the list into ascending event order
-//                 (a bitmask of the chunk's events in shared memory), so the
-//                 order never depends on the scatter's atomics.
 //   psf_tile_accumulate  one block per task, one thread per pixel of the
-//                 tile: the task's events staged in shared memory, then
-//                 added to the pixel in list order (CPU order), the pixel
-//                 read first when the task is its tile's first.
-//   psf_tile_merge  one block per tile with partial sums: the pixel is the
-//                 sum of its partials in segment order.
+//                 tile: the task's events (with device lists, its share of
+//                 the tile's list in event order, so that the order never
+//                 depends on the scatter's atomics) staged in shared memory,
+//                 then added to the pixel in list order (CPU order), the
+//                 pixel read first when the task is its tile's first. With
+//                 device lists, the last of a tile's tasks to finish sums
+//                 the tile's partials into its pixels in segment order.
+//   psf_tile_merge  (host lists) one block per tile with partial sums: the
+//                 pixel is the sum of its partials in segment order.
 // No atomics touch the image; the counts' atomics only count.
 constexpr unsigned kSegment = HIPKERN_PSF_SEGMENT;
 constexpr uint32_t kDirectTask = HIPKERN_PSF_DIRECT_TASK;
 constexpr int kCentreTile = HIPKERN_PSF_CENTRE_TILE;
 constexpr int kMaxChunk = HIPKERN_PSF_MAX_CHUNK_EVENTS;
 constexpr unsigned kScanBlock = 1024;
-constexpr unsigned kSortBlock = 256;
 constexpr int kRowSlots = 96;  // 95 rows, padded
-// Threads per event in psf_prepare, psf_tile_count and psf_tile_scatter:
+// Threads per event in psf_prepare (and its tile counts) and psf_tile_scatter:
 // a work split only (they meet through shared memory across
 // __syncthreads), so right at any warp width. One thread per event left
 // 16,384 threads for the chunk, too few to hide the 96 rows' float64
@@ -261,11 +262,41 @@ __device__ __forceinline__ RowSpan *rows_of(void *base, int64_t capacity) {
   return reinterpret_cast<RowSpan *>(static_cast<char *>(base) + capacity * sizeof(Prepared));
 }
 
+// Calls f(tile) for every tile of side `tile` the event's in-image pixels
+// reach, band by band (rows ty·tile .. ty·tile + tile − 1): the band's
+// columns are those of its row nearest the anchor row (the widest: spans
+// shrink monotonically away from row 0), clipped to the image. The
+// (band, column) pairs are dealt to the threads of an event group: thread
+// `lane` of kEventGroup takes pairs lane, lane + kEventGroup, ...
+template <typename F>
+__device__ __forceinline__ void for_each_tile(const Prepared &p, const RowSpan *rows, int tile,
+                                              int width, int lane, F f) {
+  if (p.stamp < 0) return;
+  const int ntx = (width + tile - 1) / tile;
+  const int ty_lo = p.py_lo / tile;
+  const int pairs = (p.py_hi / tile - ty_lo + 1) * kBandColumns;
+  for (int i = lane; i < pairs; i += kEventGroup) {
+    const int ty = ty_lo + i / kBandColumns;
+    int b_lo = ty * tile, b_hi = ty * tile + tile - 1;
+    if (b_lo < p.py_lo) b_lo = p.py_lo;
+    if (b_hi > p.py_hi) b_hi = p.py_hi;
+    int oy = 0;
+    if (oy < b_lo - p.ay) oy = b_lo - p.ay;
+    if (oy > b_hi - p.ay) oy = b_hi - p.ay;
+    const RowSpan sp = rows[oy + kRadius];
+    int a = p.ax + sp.lo, b = p.ax + sp.hi;
+    if (a < 0) a = 0;
+    if (b > width - 1) b = width - 1;
+    const int tx = a / tile + i % kBandColumns;
+    if (a <= b && tx <= b / tile) f(static_cast<uint32_t>(ty * ntx + tx));
+  }
+}
+
 __global__ void __launch_bounds__(kCheckBlock)
     psf_prepare(const double *__restrict__ events, int64_t n_events, int phases, int width,
                 int height, void *prepared_base, int64_t capacity, uint32_t *centre_marks,
                 uint32_t census_serial, hipkern_psf_bin_totals *totals, uint64_t *counters,
-                const unsigned long long *report) {
+                int tile, uint32_t *tile_ends, const unsigned long long *report) {
   // Per event of the block: its in-image pixels, and their bounding box.
   __shared__ int32_t s_n[kGroupsPerBlock];
   __shared__ int32_t s_px_lo[kGroupsPerBlock], s_px_hi[kGroupsPerBlock];
@@ -330,6 +361,23 @@ __global__ void __launch_bounds__(kCheckBlock)
     }
   }
   __syncthreads();
+  if (tile_ends && valid && s_n[g] > 0) {
+    // The tile counts of device lists: +1 on every tile the event's support
+    // reaches, its rows (written above) visible to the block after the
+    // barrier. A kernel of its own re-read the prepared events and took
+    // 28 us a dense chunk on the H100; counted here, the dense fixture's
+    // binning took 0.245 ms instead of 0.335 (tile32, 2026-12-08).
+    Prepared box;
+    box.stamp = 0;
+    box.ax = static_cast<int32_t>(ax);
+    box.ay = static_cast<int32_t>(ay);
+    box.px_lo = s_px_lo[g];
+    box.px_hi = s_px_hi[g];
+    box.py_lo = s_py_lo[g];
+    box.py_hi = s_py_hi[g];
+    for_each_tile(box, rows_of(prepared_base, capacity) + k * kRowSlots, tile, width, lane,
+                  [&](uint32_t t) { atomicAdd(&tile_ends[t], 1u); });
+  }
   if (valid && lane == 0) {
     // Centre-tile census (fixtures::centre_tiles): events whose centre is on
     // the image. A tile already marked this chunk is not exchanged again.
@@ -387,49 +435,6 @@ __global__ void __launch_bounds__(kCheckBlock)
             : reinterpret_cast<unsigned long long *>(&totals->centre_tiles);
     atomicAdd(to, s_count[threadIdx.x]);
   }
-}
-
-// Calls f(tile) for every tile of side `tile` the event's in-image pixels
-// reach, band by band (rows ty·tile .. ty·tile + tile − 1): the band's
-// columns are those of its row nearest the anchor row (the widest: spans
-// shrink monotonically away from row 0), clipped to the image. The
-// (band, column) pairs are dealt to the threads of an event group: thread
-// `lane` of kEventGroup takes pairs lane, lane + kEventGroup, ...
-template <typename F>
-__device__ __forceinline__ void for_each_tile(const Prepared &p, const RowSpan *rows, int tile,
-                                              int width, int lane, F f) {
-  if (p.stamp < 0) return;
-  const int ntx = (width + tile - 1) / tile;
-  const int ty_lo = p.py_lo / tile;
-  const int pairs = (p.py_hi / tile - ty_lo + 1) * kBandColumns;
-  for (int i = lane; i < pairs; i += kEventGroup) {
-    const int ty = ty_lo + i / kBandColumns;
-    int b_lo = ty * tile, b_hi = ty * tile + tile - 1;
-    if (b_lo < p.py_lo) b_lo = p.py_lo;
-    if (b_hi > p.py_hi) b_hi = p.py_hi;
-    int oy = 0;
-    if (oy < b_lo - p.ay) oy = b_lo - p.ay;
-    if (oy > b_hi - p.ay) oy = b_hi - p.ay;
-    const RowSpan sp = rows[oy + kRadius];
-    int a = p.ax + sp.lo, b = p.ax + sp.hi;
-    if (a < 0) a = 0;
-    if (b > width - 1) b = width - 1;
-    const int tx = a / tile + i % kBandColumns;
-    if (a <= b && tx <= b / tile) f(static_cast<uint32_t>(ty * ntx + tx));
-  }
-}
-
-__global__ void __launch_bounds__(kCheckBlock)
-    psf_tile_count(int64_t n_events, int tile, int width, void *prepared_base, int64_t capacity,
-                   uint32_t *tile_ends, const unsigned long long *report) {
-  if (*report != kNone) return;
-  const int64_t k = static_cast<int64_t>(blockIdx.x) * kGroupsPerBlock +
-                    static_cast<int>(threadIdx.x) / kEventGroup;
-  if (k >= n_events) return;
-  const Prepared p = prepared_of(prepared_base)[k];
-  const RowSpan *rows = rows_of(prepared_base, capacity) + k * kRowSlots;
-  for_each_tile(p, rows, tile, width, static_cast<int>(threadIdx.x) % kEventGroup,
-                [&](uint32_t t) { atomicAdd(&tile_ends[t], 1u); });
 }
 
 // Exclusive scan of N values per thread over the block, in shared memory
@@ -545,71 +550,109 @@ __global__ void __launch_bounds__(kCheckBlock)
                 });
 }
 
-// The tile list of a task's tile (only a tile's first task does the work).
-__device__ __forceinline__ bool tile_list(const hipkern_psf_tile_task &tk,
-                                          const uint32_t *tile_ends, uint32_t *start,
-                                          uint32_t *len) {
-  if (tk.segment != 0) return false;
-  *start = tk.start;
-  *len = tile_ends[tk.tile] - tk.start;
-  return true;
-}
-
-__global__ void __launch_bounds__(kSortBlock)
-    psf_tile_sort(uint64_t n_tasks, const hipkern_psf_tile_task *tasks, const uint32_t *tile_ends,
-                  uint32_t *references, const hipkern_psf_bin_totals *totals,
-                  const unsigned long long *report) {
-  // The chunk's events as a bitmask of 32-bit words: event k is bit k % 32
-  // of word k / 32. These 32s are the bits of a uint32_t (atomicOr, __popc,
-  // __ffs on one word), not lanes: nothing here depends on the warp width.
-  constexpr int kWordBits = 32;
-  constexpr int kWords = kMaxChunk / kWordBits;
-  constexpr int kPer = kWords / kSortBlock;
-  __shared__ uint32_t mask[kWords];
-  __shared__ uint64_t buf[kSortBlock];
-  if (*report != kNone || totals->overflow) return;
-  if (blockIdx.x >= n_tasks || blockIdx.x >= totals->tasks) return;
-  uint32_t start, len;
-  if (!tile_list(tasks[blockIdx.x], tile_ends, &start, &len) || len < 2) return;
-  const unsigned t = threadIdx.x;
-  for (int w = t; w < kWords; w += kSortBlock) mask[w] = 0;
-  __syncthreads();
-  for (uint32_t i = t; i < len; i += kSortBlock) {
-    const uint32_t k = references[start + i];
-    atomicOr(&mask[k / kWordBits], 1u << (k % kWordBits));
-  }
-  __syncthreads();
-  uint32_t mine = 0;
-  for (int w = 0; w < kPer; ++w) mine += __popc(mask[t * kPer + w]);
-  uint64_t scanned[1] = {mine}, total[1];
-  block_exclusive_scan<1>(scanned, buf, total);
-  uint64_t at = scanned[0];
-  for (int w = 0; w < kPer; ++w) {
-    uint32_t bits = mask[t * kPer + w];
-    while (bits) {
-      const int b = __ffs(bits) - 1;
-      bits &= bits - 1;
-      references[start + at++] = static_cast<uint32_t>((t * kPer + w) * kWordBits + b);
-    }
-  }
-}
-
 // tile × tile threads; kMaxTile = 32. Blocks of 256 or 1024 threads (whole
 // warps and wavefronts), one thread per pixel; threads exchange data only
 // through shared memory across __syncthreads: correct at any warp width.
 constexpr int kMaxTile = 32;
 
+// With device lists, tile_ends[t] holds list t's end below bit
+// kArrivalShift and, above it, how many of the tile's partial tasks have
+// finished: a list's end is at most kMaxChunk events × 49 tiles (an event
+// reaches at most 7 × 7 tiles of 16 px), below 2^20, and a tile has at
+// most kMaxChunk / kSegment tasks. The binning zeroes the words per chunk.
+constexpr int kArrivalShift = 20;
+constexpr uint32_t kEndMask = (1u << kArrivalShift) - 1;
+constexpr uint32_t kArrival = 1u << kArrivalShift;
+static_assert(static_cast<int64_t>(kMaxChunk) * 49 <= kEndMask, "list ends below bit 20");
+static_assert(kMaxChunk / kSegment < (1 << (32 - kArrivalShift)), "arrivals above bit 20");
+
+// A task's events in list (event) order into s_ref. With device lists the
+// scatter left the tile's list in any order: the task's share is ranks
+// segment × kSegment .. + count of the list's events, found from a bitmask
+// of the chunk's events (event k is bit k % 32 of word k / 32; these 32s
+// are a uint32_t's bits, not lanes). Host lists come in order. (A sort
+// kernel, one block per tile before the accumulation, took 37 us a dense
+// chunk on the H100; done here by every task, the dense fixture's
+// accumulation took 5.82 ms against 5.87 with the sort kernel, tile32,
+// 2026-12-08; the dispersed fixture's, two events a tile, about 0.1 ms
+// more, repaid by its binning.)
+__device__ void task_events(const hipkern_psf_tile_task &tk, const uint32_t *references,
+                            const uint32_t *tile_ends, bool device_lists, uint32_t *s_ref,
+                            uint32_t *s_mask, uint64_t *s_scan) {
+  constexpr int kWordBits = 32;
+  constexpr int kWords = kMaxChunk / kWordBits;
+  const unsigned t = threadIdx.x;
+  const int count = static_cast<int>(tk.count);
+  if (!device_lists) {
+    for (int i = t; i < count; i += blockDim.x) s_ref[i] = references[tk.start + i];
+    return;
+  }
+  const uint32_t list_start = tk.start - tk.segment * kSegment;
+  const uint32_t list_len = (tile_ends[tk.tile] & kEndMask) - list_start;
+  for (int w = t; w < kWords; w += blockDim.x) s_mask[w] = 0;
+  __syncthreads();
+  for (uint32_t i = t; i < list_len; i += blockDim.x) {
+    const uint32_t k = references[list_start + i];
+    atomicOr(&s_mask[k / kWordBits], 1u << (k % kWordBits));
+  }
+  __syncthreads();
+  const int per = (kWords + static_cast<int>(blockDim.x) - 1) / static_cast<int>(blockDim.x);
+  const int w0 = static_cast<int>(t) * per;
+  const int w1 = w0 + per < kWords ? w0 + per : kWords;
+  uint64_t mine = 0;
+  for (int w = w0; w < w1; ++w) mine += __popc(s_mask[w]);
+  uint64_t at[1] = {mine}, total[1];
+  block_exclusive_scan<1>(at, s_scan, total);
+  const uint64_t lo = static_cast<uint64_t>(tk.segment) * kSegment, hi = lo + count;
+  uint64_t rank = at[0];
+  for (int w = w0; w < w1 && rank < hi; ++w) {
+    uint32_t bits = s_mask[w];
+    if (rank + __popc(bits) <= lo) {
+      rank += __popc(bits);
+      continue;
+    }
+    while (bits && rank < hi) {
+      const int b = __ffs(bits) - 1;
+      bits &= bits - 1;
+      if (rank >= lo) s_ref[rank - lo] = static_cast<uint32_t>(w * kWordBits + b);
+      ++rank;
+    }
+  }
+}
+
+// A pixel's value from its tile's partial sums, first at p, `slot` apart:
+// their sum in segment order. Volatile reads: the tile's other tasks wrote
+// them (through L2, never this SM's L1).
+__device__ __forceinline__ void merge_partials(const volatile double *p, uint32_t segments,
+                                               size_t slot, double *pixel) {
+  double a0 = p[0], a1 = p[1], a2 = p[2];
+  for (uint32_t sg = 1; sg < segments; ++sg) {
+    const volatile double *q = p + sg * slot;
+    a0 = hk_add(a0, q[0]);
+    a1 = hk_add(a1, q[1]);
+    a2 = hk_add(a2, q[2]);
+  }
+  pixel[0] = a0;
+  pixel[1] = a1;
+  pixel[2] = a2;
+}
+
 __global__ void __launch_bounds__(kMaxTile * kMaxTile)
     psf_tile_accumulate(uint64_t n_tasks, int tile, const hipkern_psf_tile_task *tasks,
                         const uint32_t *references, void *prepared_base, int64_t capacity,
                         const double *__restrict__ stamps, int phases, double *image, int width,
-                        int height, double *partials, int device_lists,
-                        const hipkern_psf_bin_totals *totals, const unsigned long long *report) {
+                        int height, double *partials, int device_lists, int merge_here,
+                        uint32_t *tile_ends, const hipkern_psf_bin_totals *totals,
+                        const unsigned long long *report) {
+  __shared__ uint32_t s_ref[kSegment];  // the task's events, in list order
+  __shared__ uint32_t s_mask[kMaxChunk / 32];
+  __shared__ uint64_t s_scan[kMaxTile * kMaxTile];
   __shared__ double s_w[kSegment][4];
   __shared__ double s_col[kSegment][3];
   __shared__ int64_t s_stamp[kSegment];
   __shared__ int32_t s_ax[kSegment], s_ay[kSegment];
   __shared__ RowSpan s_rows[kSegment][kMaxTile];
+  __shared__ bool s_last;
   if (*report != kNone) return;
   if (device_lists && (totals->overflow || blockIdx.x >= totals->tasks)) return;
   if (blockIdx.x >= n_tasks) return;
@@ -620,9 +663,10 @@ __global__ void __launch_bounds__(kMaxTile * kMaxTile)
   const Prepared *pp = prepared_of(prepared_base);
   const RowSpan *all_rows = rows_of(prepared_base, capacity);
   const int count = static_cast<int>(tk.count);
+  task_events(tk, references, tile_ends, device_lists != 0, s_ref, s_mask, s_scan);
+  __syncthreads();
   for (int i = threadIdx.x; i < count; i += blockDim.x) {
-    const uint32_t k = references[tk.start + i];
-    const Prepared &p = pp[k];
+    const Prepared &p = pp[s_ref[i]];
     for (int c = 0; c < 4; ++c) s_w[i][c] = p.w[c];
     for (int c = 0; c < 3; ++c) s_col[i][c] = p.col[c];
     s_stamp[i] = p.stamp;
@@ -632,20 +676,20 @@ __global__ void __launch_bounds__(kMaxTile * kMaxTile)
   __syncthreads();
   for (int idx = threadIdx.x; idx < count * tile; idx += blockDim.x) {
     const int i = idx / tile, r = idx % tile;
-    const uint32_t k = references[tk.start + i];
     const int oy = ty0 + r - s_ay[i];
     RowSpan sp{127, -128};
     if (s_stamp[i] >= 0 && oy >= -kRadius && oy <= kRadius)
-      sp = all_rows[static_cast<int64_t>(k) * kRowSlots + oy + kRadius];
+      sp = all_rows[static_cast<int64_t>(s_ref[i]) * kRowSlots + oy + kRadius];
     s_rows[i][r] = sp;
   }
   __syncthreads();
   const int r = threadIdx.x / tile, c = threadIdx.x % tile;
   const int px = tx0 + c, py = ty0 + r;
-  if (px >= width || py >= height) return;
+  // (Threads off the image stay for the merge's barriers below.)
+  const bool on_image = px < width && py < height;
   double *pixel = image + (static_cast<size_t>(py) * width + px) * 3;
   double acc0 = 0.0, acc1 = 0.0, acc2 = 0.0;
-  if (tk.segment == 0) {
+  if (on_image && tk.segment == 0) {
     acc0 = pixel[0];
     acc1 = pixel[1];
     acc2 = pixel[2];
@@ -678,8 +722,9 @@ __global__ void __launch_bounds__(kMaxTile * kMaxTile)
            static_cast<size_t>(ox + kRadius);
   };
   const size_t next_row = (static_cast<size_t>(phases) + 1) * kStampPixels;  // s00 to s01
+  const int events = on_image ? count : 0;
   int i = 0;
-  for (; i + kEventsInFlight <= count; i += kEventsInFlight) {
+  for (; i + kEventsInFlight <= events; i += kEventsInFlight) {
     double a[kEventsInFlight][4];
     bool on[kEventsInFlight];
 #pragma unroll
@@ -697,30 +742,48 @@ __global__ void __launch_bounds__(kMaxTile * kMaxTile)
     for (int u = 0; u < kEventsInFlight; ++u)
       if (on[u]) add(i + u, a[u][0], a[u][1], a[u][2], a[u][3]);
   }
-  for (; i < count; ++i) {
+  for (; i < events; ++i) {
     const double *s00 = first_stamp(i);
     if (s00)
       add(i, s00[0], s00[kStampPixels], s00[next_row], s00[next_row + kStampPixels]);
   }
   if (tk.partial == kDirectTask) {
-    pixel[0] = acc0;
-    pixel[1] = acc1;
-    pixel[2] = acc2;
-  } else {
-    double *out = partials + (static_cast<size_t>(tk.partial) * tile * tile + threadIdx.x) * 3;
-    out[0] = acc0;
-    out[1] = acc1;
-    out[2] = acc2;
+    if (on_image) {
+      pixel[0] = acc0;
+      pixel[1] = acc1;
+      pixel[2] = acc2;
+    }
+    return;
   }
+  const size_t slot = static_cast<size_t>(tile) * tile * 3;
+  double *out = partials + static_cast<size_t>(tk.partial) * slot + threadIdx.x * 3;
+  out[0] = acc0;
+  out[1] = acc1;
+  out[2] = acc2;
+  if (!merge_here) return;  // psf_tile_merge sums the partials
+  // The tile's last task to finish sums its partials into the pixels, in
+  // segment order (the merge kernel's sums, bit for bit): each task's
+  // partials are made visible before it counts itself in. The merge kernel
+  // took 28 us a dense chunk on the H100, most of its blocks idle; here the
+  // dense fixture's accumulation took 5.75 ms against 5.82 (tile32,
+  // 2026-12-08).
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    s_last = (atomicAdd(&tile_ends[tk.tile], kArrival) >> kArrivalShift) == tk.segments - 1;
+  __syncthreads();
+  if (!s_last || !on_image) return;
+  __threadfence();
+  merge_partials(partials + static_cast<size_t>(tk.partial - tk.segment) * slot + threadIdx.x * 3,
+                 tk.segments, slot, pixel);
 }
 
+// Host lists: one block per tile with partial sums (its first task).
 __global__ void __launch_bounds__(kMaxTile * kMaxTile)
     psf_tile_merge(uint64_t n_tasks, int tile, const hipkern_psf_tile_task *tasks,
                    double *image, int width, int height, const double *partials,
-                   int device_lists, const hipkern_psf_bin_totals *totals,
                    const unsigned long long *report) {
   if (*report != kNone) return;
-  if (device_lists && (totals->overflow || blockIdx.x >= totals->tasks)) return;
   if (blockIdx.x >= n_tasks) return;
   const hipkern_psf_tile_task tk = tasks[blockIdx.x];
   if (tk.segment != 0 || tk.partial == kDirectTask) return;
@@ -729,18 +792,8 @@ __global__ void __launch_bounds__(kMaxTile * kMaxTile)
   const int py = static_cast<int>(tk.tile / ntx) * tile + static_cast<int>(threadIdx.x) / tile;
   if (px >= width || py >= height) return;
   const size_t slot = static_cast<size_t>(tile) * tile * 3;
-  const double *p = partials + (static_cast<size_t>(tk.partial) * tile * tile + threadIdx.x) * 3;
-  double a0 = p[0], a1 = p[1], a2 = p[2];
-  for (uint32_t s = 1; s < tk.segments; ++s) {
-    const double *q = p + s * slot;
-    a0 = hk_add(a0, q[0]);
-    a1 = hk_add(a1, q[1]);
-    a2 = hk_add(a2, q[2]);
-  }
-  double *pixel = image + (static_cast<size_t>(py) * width + px) * 3;
-  pixel[0] = a0;
-  pixel[1] = a1;
-  pixel[2] = a2;
+  merge_partials(partials + static_cast<size_t>(tk.partial) * slot + threadIdx.x * 3, tk.segments,
+                 slot, image + (static_cast<size_t>(py) * width + px) * 3);
 }
 
 // The contribution counters of the atomic mode (the same counts psf_prepare makes).
@@ -837,10 +890,8 @@ int32_t hipkern_psf_tile_bin(const double *events, int64_t n_events, int32_t pha
   psf_check<<<grid_for(n_events, kCheckBlock), kCheckBlock, 0, s>>>(events, n_events, rep);
   psf_prepare<<<grid_for(n_events, kGroupsPerBlock), kCheckBlock, 0, s>>>(
       events, n_events, phases, width, height, sc.prepared, sc.prepared_events, sc.centre_marks,
-      census_serial, sc.totals, sc.counters, rep);
+      census_serial, sc.totals, sc.counters, tile, device_lists ? sc.tile_ends : nullptr, rep);
   if (device_lists) {
-    psf_tile_count<<<grid_for(n_events, kGroupsPerBlock), kCheckBlock, 0, s>>>(
-        n_events, tile, width, sc.prepared, sc.prepared_events, sc.tile_ends, rep);
     psf_tile_scan<<<1, kScanBlock, 0, s>>>(n_tiles, sc.tile_ends, sc.tasks,
                                            sc.references_capacity, sc.tasks_capacity,
                                            sc.partial_slots_capacity, sc.totals, rep);
@@ -867,21 +918,19 @@ int32_t hipkern_psf_tile_accumulate(const double *stamps, int32_t phases, double
   const unsigned long long *rep = reinterpret_cast<const unsigned long long *>(report);
   (void)hipGetLastError();
   const unsigned grid = static_cast<unsigned>(n_tasks);
-  if (device_lists) {
+  if (device_lists)
     psf_tile_scatter<<<grid_for(n_events, kGroupsPerBlock), kCheckBlock, 0, s>>>(
         n_events, tile, width, sc.prepared, sc.prepared_events, sc.tile_ends, sc.references,
         sc.totals, rep);
-    psf_tile_sort<<<grid, kSortBlock, 0, s>>>(n_tasks, sc.tasks, sc.tile_ends, sc.references,
-                                              sc.totals, rep);
-  }
+  const bool fused_merge = device_lists && merge;
   const unsigned threads = static_cast<unsigned>(tile * tile);
-  psf_tile_accumulate<<<grid, threads, 0, s>>>(n_tasks, tile, sc.tasks, sc.references,
-                                               sc.prepared, sc.prepared_events, stamps, phases,
-                                               image, width, height, sc.partials, device_lists,
-                                               sc.totals, rep);
-  if (merge)
+  psf_tile_accumulate<<<grid, threads, 0, s>>>(
+      n_tasks, tile, sc.tasks, sc.references, sc.prepared, sc.prepared_events, stamps, phases,
+      image, width, height, sc.partials, device_lists, fused_merge ? 1 : 0, sc.tile_ends, sc.totals,
+      rep);
+  if (merge && !fused_merge)
     psf_tile_merge<<<grid, threads, 0, s>>>(n_tasks, tile, sc.tasks, image, width, height,
-                                            sc.partials, device_lists, sc.totals, rep);
+                                            sc.partials, rep);
   return static_cast<int32_t>(hipGetLastError());
 }
 

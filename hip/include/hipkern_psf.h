@@ -161,15 +161,18 @@ int32_t hipkern_psf_tile_bin(const double *events, int64_t n_events, int32_t pha
 
 /**
  * The accumulation of one binned chunk: with device_lists, scatters the
- * event indices into the lists and sorts each list into event order; then
- * one block per task (n_tasks = totals->tasks), one thread per pixel, adds
- * the task's events to the pixel in list order (a tile's first task starts
- * from the image's value), writing the pixel (one segment) or its partial
- * slot; with merge != 0 a second kernel sums the partials of each tile with
- * several segments in segment order into the pixel. No atomics on the
- * image: the result is bitwise the same on every run with the same chunks.
- * Does nothing when *report says an event was refused or (device_lists)
- * totals->overflow is set.
+ * event indices into the lists (in any order; each task takes its share of
+ * its tile's list in event order); then one block per task (n_tasks =
+ * totals->tasks), one thread per pixel, adds the task's events to the pixel
+ * in list order (a tile's first task starts from the image's value),
+ * writing the pixel (one segment) or its partial slot. With merge != 0 the
+ * partials of each tile with several segments are summed in segment order
+ * into the pixel: with device lists by the tile's last task to finish
+ * (tile_ends' words count the finished tasks above bit 20 meanwhile), with
+ * host lists by a second kernel. No atomics on the image: the result is
+ * bitwise the same on every run with the same chunks. Does nothing when
+ * *report says an event was refused or (device_lists) totals->overflow is
+ * set.
  */
 int32_t hipkern_psf_tile_accumulate(const double *stamps, int32_t phases, double *image,
                                     int32_t width, int32_t height, int32_t tile,
