@@ -687,7 +687,7 @@ __global__ void __launch_bounds__(kMaxTile * kMaxTile)
   const int px = tx0 + c, py = ty0 + r;
   // (Threads off the image stay for the merge's barriers below.)
   const bool on_image = px < width && py < height;
-  double *pixel = image + (static_cast<size_t>(py) * width + px) * 3;
+  double *pixel = image + (on_image ? (static_cast<size_t>(py) * width + px) * 3 : 0);
   double acc0 = 0.0, acc1 = 0.0, acc2 = 0.0;
   if (on_image && tk.segment == 0) {
     acc0 = pixel[0];

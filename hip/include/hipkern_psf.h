@@ -71,7 +71,7 @@ int32_t hipkern_psf_splat_atomic(const double *events, int64_t n_events, const d
 #define HIPKERN_PSF_DIRECT_TASK 0xFFFFFFFFu
 /** Side of the centre tiles the adaptive selection counts events in. */
 #define HIPKERN_PSF_CENTRE_TILE 32
-/** Most events of one tile-mode chunk (event indices fit the sort's bitmask). */
+/** Most events of one tile-mode chunk (event indices fit the tasks' event bitmask). */
 #define HIPKERN_PSF_MAX_CHUNK_EVENTS 16384
 /** Device bytes hipkern_psf_tile_scratch.prepared needs per event. */
 #define HIPKERN_PSF_PREPARED_EVENT_BYTES 280
@@ -116,7 +116,9 @@ typedef struct hipkern_psf_bin_totals {
  * Device scratch of the tile modes, allocated once by the caller.
  * prepared: prepared_events x HIPKERN_PSF_PREPARED_EVENT_BYTES bytes.
  * tile_ends: ceil(width / tile) * ceil(height / tile) uint32 (the list
- *   starts during binning; afterwards each tile's list end).
+ *   starts during binning; afterwards each tile's list end, below bit 20;
+ *   after an accumulation with device lists and merge, a tile with several
+ *   segments also holds their count above bit 20).
  * references / tasks / partials: capacities in elements (partials in slots
  *   of tile * tile * 3 float64).
  * centre_marks: ceil(width / 32) * ceil(height / 32) uint32, zero when
@@ -168,11 +170,12 @@ int32_t hipkern_psf_tile_bin(const double *events, int64_t n_events, int32_t pha
  * writing the pixel (one segment) or its partial slot. With merge != 0 the
  * partials of each tile with several segments are summed in segment order
  * into the pixel: with device lists by the tile's last task to finish
- * (tile_ends' words count the finished tasks above bit 20 meanwhile), with
- * host lists by a second kernel. No atomics on the image: the result is
- * bitwise the same on every run with the same chunks. Does nothing when
- * *report says an event was refused or (device_lists) totals->overflow is
- * set.
+ * (tile_ends' words count a tile's finished tasks above bit 20, and keep
+ * the count: accumulate once per binning), with host lists by a second
+ * kernel; merge must be nonzero whenever totals->partial_slots is. No
+ * atomics on the image: the result is bitwise the same on every run with
+ * the same chunks. Does nothing when *report says an event was refused or
+ * (device_lists) totals->overflow is set.
  */
 int32_t hipkern_psf_tile_accumulate(const double *stamps, int32_t phases, double *image,
                                     int32_t width, int32_t height, int32_t tile,
