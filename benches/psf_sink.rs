@@ -461,12 +461,8 @@ impl TorchPeer {
             write_f64(&stamps, self.cache.stamps())?;
             self.stamps_written = true;
         }
-        let events = self.dir.join(format!("{name}.f64"));
-        let flat: Vec<f64> = cached
-            .iter()
-            .flat_map(|e| [e.x, e.y, e.flux, e.r, e.g, e.b, e.support])
-            .collect();
-        write_f64(&events, &flat)?;
+        let events = self.dir.join(format!("{name}.npy"));
+        hipkern::psf::write_events_npy(&events, cached).map_err(|e| e.to_string())?;
         let (image, json) = (
             self.dir.join(format!("{name}-image.f64")),
             self.dir.join(format!("{name}.json")),

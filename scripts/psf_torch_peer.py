@@ -8,15 +8,15 @@ columns ceil(c - sqrt(h2)) .. floor(c + sqrt(h2)) with c = fx - 1/2),
 multiplied by flux * colour and added into the float64 RGB image with
 index_add_ (atomic adds on the GPU), in batches of events.
 
-Inputs are raw little-endian float64 files that the Rust bench writes:
-the cache's stamps ((P+1)^2 x 95 x 95, stamp (i, j) at j*(P+1) + i) and
-the events (N x 7: x, y, flux, r, g, b, support; every one fitting the
-stamps). It writes the image (height x width x 3 float64) and a JSON
+Inputs are what the Rust bench writes: the cache's stamps, a raw
+little-endian float64 file ((P+1)^2 x 95 x 95, stamp (i, j) at
+j*(P+1) + i), and the events, hipkern's N x 7 float64 .npy (x, y, flux,
+r, g, b, support; every one fitting the stamps). It writes the image (height x width x 3 float64) and a JSON
 record of the timings: the whole splat of every event on the device
 (events and stamps already there), timed with torch.cuda.Event, after
 warm-ups, median of the runs.
 
-    python3 psf_torch_peer.py --stamps S --phases 64 --events E
+    python3 psf_torch_peer.py --stamps S --phases 64 --events E.npy
         --width 3840 --height 2160 --image OUT.f64 --json OUT.json
 """
 import argparse
@@ -94,9 +94,13 @@ def main():
     if stamps_np.size != n_stamps * SIDE * SIDE:
         sys.exit(f"psf_torch_peer: {a.stamps} holds {stamps_np.size} values, "
                  f"not (P+1)^2 x 95 x 95 = {n_stamps * SIDE * SIDE} for P = {a.phases}")
-    events_np = np.fromfile(a.events, dtype="<f8")
-    if events_np.size % FIELDS:
-        sys.exit(f"psf_torch_peer: {a.events} holds {events_np.size} values, not N x 7")
+    try:
+        events_np = np.load(a.events)
+    except (OSError, ValueError) as e:
+        sys.exit(f"psf_torch_peer: {a.events}: {e}")
+    if events_np.ndim != 2 or events_np.shape[1] != FIELDS or events_np.dtype != np.float64:
+        sys.exit(f"psf_torch_peer: {a.events} holds {events_np.dtype} {events_np.shape}, "
+                 f"not float64 N x {FIELDS}")
     stamps = torch.from_numpy(stamps_np).to(dev).reshape(n_stamps, SIDE, SIDE)
     events = torch.from_numpy(events_np).to(dev).reshape(-1, FIELDS)
     image = torch.zeros(a.height * a.width * 3, dtype=torch.float64, device=dev)
