@@ -412,7 +412,8 @@ impl Only {
 }
 
 /// The torch stamp splat (scripts/psf_torch_peer.py) of one fixture's cached
-/// events, through raw float64 files in a folder of its own.
+/// events, through files in a folder of its own (the stamps and the image
+/// raw float64, the events hipkern's N×7 `.npy`).
 struct TorchPeer {
     script: PathBuf,
     dir: PathBuf,
